@@ -1,0 +1,53 @@
+"""Shared test helpers: example inventories and real-program requirements."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parent.parent
+INVENTORIES = ROOT / "inventories"
+EXAMPLES = ["dgxpod", "compact", "legacy-4.3"]
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require(program: str) -> str:
+    """Absolute path of a real program; under CI=true its absence fails the test."""
+    found = shutil.which(program) or next(
+        (p for d in ("/usr/sbin", "/sbin") if os.access(p := f"{d}/{program}", os.X_OK)), None
+    )
+    if found:
+        return found
+    message = f"{program} is not installed (make system-deps installs it)"
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def require_root(what: str) -> None:
+    """Network namespaces and taps need root; under CI=true not being root fails."""
+    if os.geteuid() != 0:
+        if IN_CI:
+            pytest.fail(f"{what} needs root")
+        pytest.skip(f"{what} needs root")
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def example_dir(tmp_path: Path) -> Path:
+    """A writable copy of inventories/ (tests edit inventories and their files)."""
+    dest = tmp_path / "inventories"
+    shutil.copytree(INVENTORIES, dest)
+    return dest
+
+
+def inventory_path(name: str) -> Path:
+    return INVENTORIES / f"{name}.yaml"

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, inventory_path
+
+from upi.cli import app
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_render_writes_every_file_of_the_layout(runner, tmp_path: Path, name: str) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["render", str(inventory_path(name)), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    for path in ("install-config.yaml", "install-config.yaml.orig", "hosts", "dnsmasq/dns.conf",
+                 "dnsmasq/dhcp-pxe.conf", "haproxy/haproxy.cfg", "vms/virt-install.sh",
+                 "csr/upi-approve-csr.service", "csr/upi-approve-csr.timer", "csr/crontab"):
+        assert path in manifest["files"], path
+        assert (out / path).is_file()
+
+
+def test_install_config_holding_the_pull_secret_is_private(runner, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    runner.invoke(app, ["render", str(inventory_path("dgxpod")), "-o", str(out)])
+    for name in ("install-config.yaml", "install-config.yaml.orig"):
+        assert stat.S_IMODE((out / name).stat().st_mode) == 0o600
+    assert stat.S_IMODE((out / "hosts").stat().st_mode) == 0o644

@@ -1,0 +1,3 @@
+from upi.cli import main
+
+main()

@@ -1,0 +1,69 @@
+"""`upi validate`, `upi render` and `upi schema`: the library calls behind them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from upi.inventory import Inventory, load_inventory
+from upi.inventory.rules import warnings
+from upi.render import RenderedFile, render_inventory
+from upi.writer import Change, plan, unified_diff, write_tree
+
+
+def summary(inv: Inventory) -> dict[str, Any]:
+    """What `upi validate` reports: the cluster and every node with its defaults applied."""
+    return {
+        "cluster": inv.cluster.domain,
+        "openshift_version": inv.cluster.openshift_version,
+        "network_type": inv.network_type.value,
+        "topology": "compact" if inv.compact else "standard",
+        "nodes": [
+            {
+                "name": n.name,
+                "role": n.role.value,
+                "machine": n.machine_kind.value,
+                "firmware": n.boot_firmware.value,
+                "mac": n.mac,
+                "ip": str(n.ip),
+                "install_disk": n.disk,
+                "gpu": n.gpu,
+            }
+            for n in inv.nodes
+        ],
+        "warnings": warnings(inv),
+    }
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    """What `upi render` did (or, with dry_run, would do)."""
+
+    out: Path
+    changes: list[Change]
+    diff: str | None
+    written: bool
+
+
+def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = False,
+           dry_run: bool = False) -> RenderResult:
+    """Load, render to memory, and write unless `dry_run`."""
+    inv = load_inventory(inventory)
+    files: list[RenderedFile] = render_inventory(inv)
+    changes = plan(out, files)
+    text = unified_diff(out, files, changes) if diff else None
+    if dry_run:
+        return RenderResult(out, changes, text, written=False)
+    write_tree(out, files, force=force)
+    return RenderResult(out, changes, text, written=True)
+
+
+def schema() -> str:
+    """The inventory's JSON Schema, for editors (yaml-language-server)."""
+    doc = Inventory.model_json_schema(mode="validation")
+    doc["properties"].pop("source", None)
+    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    doc["title"] = "upi inventory"
+    return json.dumps(doc, indent=2) + "\n"

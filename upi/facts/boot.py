@@ -1,0 +1,98 @@
+"""Network-boot entries: one per node, with the version's RHCOS kernel arguments."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from upi.inventory.model import Firmware, Inventory, Node
+
+# Serial and VGA consoles, as the docs' PXE examples carry them.
+CONSOLE_ARGS = ("console=tty0", "console=ttyS0")
+GRUB_IMAGE = "grubx64.efi"
+PXELINUX_IMAGE = "pxelinux.0"
+
+
+@dataclass(frozen=True)
+class BootEntry:
+    """How one node network-boots: which file, which kernel, which arguments."""
+
+    node: Node
+    firmware: Firmware
+    config_path: str  # relative to the render dir, under tftp/
+    kernel: str  # relative to the TFTP root
+    initrd: str
+    args: tuple[str, ...]
+
+    @property
+    def mac_name(self) -> str:
+        """`01-<mac with dashes>`, the per-MAC name pxelinux and GRUB look for."""
+        return "01-" + self.node.mac.replace(":", "-")
+
+
+def artifact_url(inv: Inventory, value: str) -> str:
+    """An RHCOS artifact as a URL: full URLs as given, else under http_base_url."""
+    if urlsplit(value).scheme:
+        return value
+    return f"{inv.provisioner.http_base_url}/{value.lstrip('/')}"
+
+
+def tftp_path(value: str) -> str:
+    """Where the kernel or initramfs sits under the TFTP root.
+
+    pxelinux.0 and GRUB read these over TFTP from the server they booted
+    from, so a relative artifact keeps its path and a full URL lands in rhcos/.
+    """
+    if urlsplit(value).scheme:
+        return "rhcos/" + posixpath.basename(urlsplit(value).path)
+    return value.lstrip("/")
+
+
+def ignition_url(inv: Inventory, node: Node) -> str:
+    """The ignition file of the node's role on the HTTP server."""
+    return f"{inv.provisioner.http_base_url}/ignition/{node.role.value}.ign"
+
+
+def kernel_args(inv: Inventory, node: Node) -> tuple[str, ...]:
+    """RHCOS installer arguments for this node, in the form its version needs."""
+    r = inv.rhcos
+    if inv.live_rootfs:
+        assert r.rootfs is not None  # noqa: S101 - guaranteed by rules._rhcos
+        args = [
+            f"coreos.live.rootfs_url={artifact_url(inv, r.rootfs)}",
+            f"coreos.inst.install_dev={node.disk}",
+            f"coreos.inst.ignition_url={ignition_url(inv, node)}",
+        ]
+    else:
+        assert r.image is not None  # noqa: S101 - guaranteed by rules._rhcos
+        # 4.1-4.5: the installer initramfs writes a metal image; devices without /dev/.
+        args = [
+            "ip=dhcp",
+            "rd.neednet=1",
+            "coreos.inst=yes",
+            f"coreos.inst.install_dev={node.disk.removeprefix('/dev/')}",
+            f"coreos.inst.image_url={artifact_url(inv, r.image)}",
+            f"coreos.inst.ignition_url={ignition_url(inv, node)}",
+        ]
+    return (*args, *CONSOLE_ARGS, *node.kernel_args)
+
+
+def boot_entries(inv: Inventory) -> list[BootEntry]:
+    """One entry per node: pxelinux for BIOS, GRUB for UEFI, named by MAC."""
+    out = []
+    for node in inv.nodes:
+        mac_name = "01-" + node.mac.replace(":", "-")
+        fw = node.boot_firmware
+        path = f"tftp/pxelinux.cfg/{mac_name}" if fw is Firmware.bios else f"tftp/grub.cfg-{mac_name}"
+        out.append(
+            BootEntry(
+                node=node,
+                firmware=fw,
+                config_path=path,
+                kernel=tftp_path(inv.rhcos.kernel),
+                initrd=tftp_path(inv.rhcos.initramfs),
+                args=kernel_args(inv, node),
+            )
+        )
+    return out

@@ -1,0 +1,48 @@
+"""install-config.yaml for platform none, in the form the cluster's version takes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from upi.inventory.model import Inventory
+
+
+def install_config(inv: Inventory) -> dict[str, Any]:
+    """The install-config document (it holds the pull secret: write it 0600)."""
+    c, n = inv.cluster, inv.network
+    networking: dict[str, Any] = {
+        "clusterNetwork": [{"cidr": str(n.cluster_network), "hostPrefix": n.host_prefix}],
+        "networkType": inv.network_type.value,
+        "serviceNetwork": [str(n.service_network)],
+    }
+    if c.version >= (4, 2):
+        networking["machineNetwork"] = [{"cidr": str(n.machine_cidr)}]
+    else:
+        networking["machineCIDR"] = str(n.machine_cidr)
+    doc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "baseDomain": c.base_domain,
+        "metadata": {"name": c.name},
+        "compute": [{"hyperthreading": "Enabled", "name": "worker", "replicas": 0}],
+        "controlPlane": {"hyperthreading": "Enabled", "name": "master",
+                         "replicas": len(inv.masters)},
+        "networking": networking,
+        "platform": {"none": {}},
+    }
+    if c.fips:
+        doc["fips"] = True
+    if c.proxy:
+        proxy = {"httpProxy": c.proxy.http_proxy, "httpsProxy": c.proxy.https_proxy,
+                 "noProxy": ",".join(c.proxy.no_proxy) or None}
+        doc["proxy"] = {k: v for k, v in proxy.items() if v}
+    if c.additional_trust_bundle_file:
+        doc["additionalTrustBundle"] = inv.resolve(c.additional_trust_bundle_file).read_text()
+    if c.mirrors:
+        key = "imageDigestSources" if c.version >= (4, 14) else "imageContentSources"
+        doc[key] = [{"source": m.source, "mirrors": list(m.mirrors)} for m in c.mirrors]
+    # One line, as the docs show it; rules._pull_secret proved it is JSON.
+    secret = json.loads(inv.resolve(c.pull_secret_file).read_text())
+    doc["pullSecret"] = json.dumps(secret, separators=(",", ":"))
+    doc["sshKey"] = inv.resolve(c.ssh_key_file).read_text().strip()
+    return doc

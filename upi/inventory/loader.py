@@ -1,0 +1,140 @@
+"""Load an inventory file: safe YAML with line numbers, one error per problem."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from upi.errors import InventoryError, Problem
+from upi.inventory.model import Inventory
+from upi.inventory.rules import check_rules
+
+Loc = tuple[str | int, ...]
+
+
+def field_path(loc: Iterable[str | int]) -> str:
+    """('nodes', 4, 'mac') -> 'nodes[4].mac'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+class _Lines:
+    """Line of every mapping key / sequence item, and duplicate keys found."""
+
+    def __init__(self) -> None:
+        self.lines: dict[Loc, int] = {}
+        self.duplicates: list[tuple[Loc, int]] = []
+
+    def walk(self, node: yaml.Node, loc: Loc = ()) -> None:
+        self.lines.setdefault(loc, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in node.value:
+                name = str(key.value)
+                child = (*loc, name)
+                if name in seen:
+                    self.duplicates.append((child, key.start_mark.line + 1))
+                seen.add(name)
+                self.lines[child] = key.start_mark.line + 1
+                self.walk(value, child)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self.walk(item, (*loc, i))
+
+    def line_of(self, loc: Loc) -> int | None:
+        """Line of the deepest part of `loc` that exists in the file."""
+        for end in range(len(loc), -1, -1):
+            if loc[:end] in self.lines:
+                return self.lines[loc[:end]]
+        return None
+
+
+def _parse(text: str, name: str) -> tuple[Any, _Lines]:
+    lines = _Lines()
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            root = loader.get_single_node()
+            if root is None:
+                raise InventoryError([f"{name}: the file is empty; see docs/inventory.md"])
+            lines.walk(root)
+            data = loader.construct_document(root)
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = mark.line + 1 if mark else None
+        msg = f"YAML syntax error: {exc.problem or exc}"
+        raise InventoryError([str(Problem(name, line, "", msg))]) from None
+    except yaml.YAMLError as exc:
+        raise InventoryError([f"{name}: YAML error: {exc}"]) from None
+    return data, lines
+
+
+def _message(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown key (typo? see docs/inventory.md for the keys)"
+    if kind == "missing":
+        return "required key is missing"
+    msg = str(err["msg"])
+    return msg.removeprefix("Value error, ")
+
+
+def _pydantic_loc(err: dict[str, Any]) -> Loc:
+    # Tagged unions and `X | None` add type names to loc; keep only real keys.
+    return tuple(p for p in err["loc"] if isinstance(p, int) or not _is_type_tag(str(p)))
+
+
+def _is_type_tag(part: str) -> bool:
+    return part[:1].isupper() or "[" in part or part in ("str", "int", "bool", "float")
+
+
+def parse_inventory(text: str, path: Path, *, check_files: bool = True) -> Inventory:
+    """Validate inventory text; `path` names it in errors and anchors relative paths."""
+    name = str(path)
+    data, lines = _parse(text, name)
+    problems = [
+        Problem(name, line, field_path(loc), "duplicate key (YAML keeps only the last one)")
+        for loc, line in lines.duplicates
+    ]
+    if not isinstance(data, dict):
+        raise InventoryError([f"{name}:1: the top level must be a mapping (cluster:, network:, ...)"])
+    if "source" in data:
+        unknown = _message({"type": "extra_forbidden"})
+        problems.append(Problem(name, lines.line_of(("source",)), "source", unknown))
+    try:
+        inv = Inventory.model_validate({k: v for k, v in data.items() if k != "source"})
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = _pydantic_loc(dict(err))
+            problems.append(Problem(name, lines.line_of(loc), field_path(loc), _message(dict(err))))
+        raise InventoryError([str(p) for p in problems]) from None
+    inv = inv.model_copy(update={"source": path})
+    for loc, message in check_rules(inv, check_files=check_files):
+        problems.append(Problem(name, lines.line_of(loc), field_path(loc), message))
+    if problems:
+        raise InventoryError([str(p) for p in problems])
+    return inv
+
+
+def load_inventory(path: str | Path, *, check_files: bool = True) -> Inventory:
+    """Read and validate an inventory file; raises InventoryError listing every problem.
+
+    `check_files=False` skips reading the pull secret and SSH key, for commands
+    (approve-csr, check) that run where those files are not deployed.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InventoryError([f"{path}: no such inventory file"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InventoryError([f"{path}: cannot read the inventory: {exc}"]) from None
+    return parse_inventory(text, path, check_files=check_files)

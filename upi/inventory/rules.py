@@ -1,0 +1,235 @@
+"""Rules that span fields of the inventory; each names the field it is about."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Role
+
+Finding = tuple[tuple[str | int, ...], str]
+
+# OVN-Kubernetes reserves these for its join and transit switches.
+OVN_INTERNAL = (
+    ipaddress.IPv4Network("100.64.0.0/16"),
+    ipaddress.IPv4Network("100.88.0.0/16"),
+)
+# Names the cluster's own DNS records use: a node may not take them.
+RESERVED_NAMES = {"api", "api-int", "apps", "console", "oauth"}
+
+
+def check_rules(inv: Inventory, *, check_files: bool = True) -> list[Finding]:
+    """Every cross-field problem of a parsed inventory (empty when valid)."""
+    findings: list[Finding] = []
+    for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines):
+        findings.extend(rule(inv))
+    if check_files:
+        findings.extend(_files(inv))
+    return findings
+
+
+def warnings(inv: Inventory) -> list[str]:
+    """Things that work but that an admin probably wants to know."""
+    out = []
+    if not inv.network.upstream_dns:
+        out.append("network.upstream_dns is empty: the nodes resolve only cluster names")
+    if inv.cluster.version < (4, 12):
+        out.append(f"OpenShift {inv.cluster.openshift_version} is past end of life")
+    if inv.compact:
+        out.append("no workers: a 3-node compact cluster; masters run ingress and workloads")
+    return out
+
+
+def _roles(inv: Inventory) -> Iterator[Finding]:
+    boot, masters, workers = (len(inv.by_role(r)) for r in Role)
+    if boot != 1:
+        yield ("nodes",), f"exactly one bootstrap node is needed; found {boot}"
+    if masters != 3:
+        yield ("nodes",), f"exactly 3 master nodes are needed; found {masters}"
+    if workers == 1:
+        yield ("nodes",), (
+            "1 worker is not a supported topology: use 2 or more workers, "
+            "or none for a 3-node compact cluster"
+        )
+
+
+def _names(inv: Inventory) -> Iterator[Finding]:
+    seen: dict[str, int] = {}
+    for i, node in enumerate(inv.nodes):
+        if node.name in seen:
+            yield ("nodes", i, "name"), f"{node.name!r} is already the name of nodes[{seen[node.name]}]"
+        seen.setdefault(node.name, i)
+        if node.name in RESERVED_NAMES or node.name.startswith("etcd-"):
+            yield ("nodes", i, "name"), f"{node.name!r} is a name the cluster's DNS records use"
+    if inv.load_balancer.hostname and inv.load_balancer.hostname in seen:
+        yield ("load_balancer", "hostname"), f"{inv.load_balancer.hostname!r} is also a node name"
+
+
+def _addresses(inv: Inventory) -> Iterator[Finding]:
+    net = inv.network.machine_cidr
+    gw = inv.network.gateway
+    if gw not in net or gw in (net.network_address, net.broadcast_address):
+        yield ("network", "gateway"), f"{gw} is not a host address of machine_cidr {net}"
+    if inv.provisioner.ip not in net:
+        yield ("provisioner", "ip"), f"{inv.provisioner.ip} is outside machine_cidr {net}"
+    if inv.provisioner.ip in inv.network.upstream_dns:
+        yield ("network", "upstream_dns"), "must not name the provisioner itself (a DNS loop)"
+    taken = {gw: "the gateway", inv.load_balancer.ip: "the load balancer",
+             inv.provisioner.ip: "the provisioner"}
+    macs: dict[str, str] = {}
+    ips: dict[Any, str] = {}
+    for i, node in enumerate(inv.nodes):
+        if node.mac in macs:
+            yield ("nodes", i, "mac"), f"{node.mac} is already the MAC of {macs[node.mac]}"
+        macs.setdefault(node.mac, node.name)
+        ip = node.ip
+        if ip not in net:
+            yield ("nodes", i, "ip"), f"{ip} is outside machine_cidr {net}"
+        elif ip in (net.network_address, net.broadcast_address):
+            yield ("nodes", i, "ip"), f"{ip} is the network or broadcast address of {net}"
+        elif ip in taken:
+            yield ("nodes", i, "ip"), f"{ip} is the address of {taken[ip]}"
+        elif ip in ips:
+            yield ("nodes", i, "ip"), f"{ip} is already the address of {ips[ip]}"
+        ips.setdefault(ip, node.name)
+    yield from _dhcp_range(inv, ips)
+
+
+def _dhcp_range(inv: Inventory, ips: dict[Any, str]) -> Iterator[Finding]:
+    rng = inv.provisioner.dhcp_range
+    if rng is None:
+        return
+    net = inv.network.machine_cidr
+    loc = ("provisioner", "dhcp_range")
+    if rng.start not in net or rng.end not in net:
+        yield loc, f"{rng.start}-{rng.end} is not inside machine_cidr {net}"
+    elif rng.start > rng.end:
+        yield loc, f"start {rng.start} is after end {rng.end}"
+    else:
+        inside = sorted(name for ip, name in ips.items() if rng.start <= ip <= rng.end)
+        if inside:
+            yield loc, f"the dynamic range holds node addresses ({', '.join(inside)})"
+
+
+def _networks(inv: Inventory) -> Iterator[Finding]:
+    n = inv.network
+    named = [("machine_cidr", n.machine_cidr), ("cluster_network", n.cluster_network),
+             ("service_network", n.service_network)]
+    for i, (a_name, a) in enumerate(named):
+        for b_name, b in named[i + 1:]:
+            if a.overlaps(b):
+                yield ("network", b_name), f"{b} overlaps {a_name} {a}"
+    if n.host_prefix < n.cluster_network.prefixlen or n.host_prefix > 30:
+        yield ("network", "host_prefix"), (
+            f"/{n.host_prefix} must be between the cluster_network prefix "
+            f"/{n.cluster_network.prefixlen} and /30"
+        )
+    if inv.network_type is NetworkType.OVNKubernetes:
+        for name, net in named:
+            for internal in OVN_INTERNAL:
+                if net.overlaps(internal):
+                    yield ("network", name), f"{net} overlaps OVN-Kubernetes' internal {internal}"
+
+
+def _network_type(inv: Inventory) -> Iterator[Finding]:
+    chosen = inv.network.network_type
+    v = inv.cluster.version
+    loc = ("network", "network_type")
+    if chosen is NetworkType.OpenShiftSDN and v >= (4, 15):
+        yield loc, (
+            f"OpenShiftSDN is not supported for new installs of {inv.cluster.openshift_version}; "
+            "use OVNKubernetes"
+        )
+    if chosen is NetworkType.OVNKubernetes and v < (4, 6):
+        yield loc, f"OVNKubernetes needs OpenShift 4.6 or later (this is {inv.cluster.openshift_version})"
+
+
+def _rhcos(inv: Inventory) -> Iterator[Finding]:
+    r = inv.rhcos
+    ver = inv.cluster.openshift_version
+    if inv.live_rootfs:
+        if not r.rootfs:
+            yield ("rhcos", "rootfs"), f"OpenShift {ver} boots the live rootfs: name rhcos.rootfs"
+        if r.image:
+            yield ("rhcos", "image"), f"OpenShift {ver} boots the live rootfs; image is for 4.1-4.5"
+    else:
+        if not r.image:
+            yield ("rhcos", "image"), f"OpenShift {ver} installs a metal image: name rhcos.image"
+        if r.rootfs:
+            yield ("rhcos", "rootfs"), f"OpenShift {ver} has no live rootfs (from 4.6): use image"
+
+
+def _machines(inv: Inventory) -> Iterator[Finding]:
+    for i, node in enumerate(inv.nodes):
+        if node.machine_kind is Machine.vm and inv.hypervisor_of(node) is None:
+            yield ("nodes", i, "machine"), (
+                f"{node.name} is a VM but there is no hypervisor (add a top-level hypervisor:)"
+            )
+        if node.machine_kind is Machine.metal and node.vm is not None:
+            yield ("nodes", i, "vm"), f"{node.name} is bare metal: vm sizes apply only to VMs"
+        if node.gpu and node.machine_kind is Machine.metal and node.boot_firmware is Firmware.bios:
+            yield ("nodes", i, "firmware"), (
+                f"{node.name} is a DGX (gpu: true): DGX systems network-boot only with UEFI"
+            )
+        for j, arg in enumerate(node.kernel_args):
+            if not arg or any(c.isspace() for c in arg):
+                yield ("nodes", i, "kernel_args", j), f"{arg!r} must be one argument, no spaces"
+
+
+def _files(inv: Inventory) -> Iterator[Finding]:
+    yield from _pull_secret(inv)
+    yield from _ssh_key(inv)
+    bundle = inv.cluster.additional_trust_bundle_file
+    if bundle:
+        text = _read(inv, bundle)
+        if text is None:
+            yield ("cluster", "additional_trust_bundle_file"), f"cannot read {bundle}"
+        elif "-----BEGIN CERTIFICATE-----" not in text:
+            yield ("cluster", "additional_trust_bundle_file"), f"{bundle} holds no PEM certificate"
+    for i, node in enumerate(inv.nodes):
+        if node.bmc and _read(inv, node.bmc.credentials_file) is None:
+            yield ("nodes", i, "bmc", "credentials_file"), f"cannot read {node.bmc.credentials_file}"
+
+
+def _read(inv: Inventory, name: str) -> str | None:
+    try:
+        return inv.resolve(name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _pull_secret(inv: Inventory) -> Iterator[Finding]:
+    name = inv.cluster.pull_secret_file
+    loc = ("cluster", "pull_secret_file")
+    text = _read(inv, name)
+    if text is None:
+        yield loc, f"cannot read {name} (relative paths start at the inventory's folder)"
+        return
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        # Never echo the content: it is a secret.
+        yield loc, f"{name} is not JSON (line {exc.lineno}); download it again from console.redhat.com"
+        return
+    if not isinstance(data, dict) or not isinstance(data.get("auths"), dict) or not data["auths"]:
+        yield loc, f"{name} has no \"auths\" registry credentials"
+
+
+def _ssh_key(inv: Inventory) -> Iterator[Finding]:
+    from cryptography.hazmat.primitives.serialization import load_ssh_public_key
+
+    name = inv.cluster.ssh_key_file
+    loc = ("cluster", "ssh_key_file")
+    text = _read(inv, name)
+    if text is None:
+        yield loc, f"cannot read {name} (relative paths start at the inventory's folder)"
+        return
+    if "PRIVATE KEY" in text:
+        yield loc, f"{name} is a private key: name the .pub file"
+        return
+    try:
+        load_ssh_public_key(text.strip().encode())
+    except (ValueError, TypeError, Exception):  # noqa: BLE001 - any parse failure means "not a key"
+        yield loc, f"{name} is not an OpenSSH public key (ssh-ed25519/ssh-rsa/ecdsa-... AAAA...)"

@@ -1,0 +1,141 @@
+"""Render every config file of an inventory into memory (DESIGN.md render layout)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from upi import __version__
+from upi.facts import boot_entries, dns_records, host_entries, lb_pools, vm_specs
+from upi.facts.boot import GRUB_IMAGE, PXELINUX_IMAGE
+from upi.facts.installconfig import install_config
+from upi.inventory.model import Firmware, Inventory
+from upi.templating import render_template
+
+SECRET = 0o600
+PUBLIC = 0o644
+SCRIPT = 0o755
+MANIFEST = "manifest.json"
+
+# Where the rendered approver units expect upi, the inventory and the
+# kubeconfig on the host that runs them (docs/deploy.md says how to put them there).
+UPI_BIN = "/usr/local/bin/upi"
+CONFIG_DIR = "/etc/upi"
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """One output file: path relative to the render dir, bytes, mode."""
+
+    path: str
+    content: bytes
+    mode: int
+
+    @property
+    def sha256(self) -> str:
+        """Hex digest of the content, as manifest.json records it."""
+        return hashlib.sha256(self.content).hexdigest()
+
+
+def _common(inv: Inventory) -> dict[str, object]:
+    return {"domain": inv.cluster.domain, "version": inv.cluster.openshift_version}
+
+
+def _dns(inv: Inventory) -> list[RenderedFile]:
+    records = dns_records(inv)
+    hosts = host_entries(records)
+    ctx = {
+        **_common(inv),
+        "hosts": hosts,
+        "upstream": [str(s) for s in inv.network.upstream_dns],
+        "wildcards": [r for r in records if r.kind == "WILDCARD"],
+        "srv": [r for r in records if r.kind == "SRV"],
+    }
+    return [
+        _file("hosts", render_template("hosts.j2", **ctx)),
+        _file("dnsmasq/dns.conf", render_template("dnsmasq/dns.conf.j2", **ctx)),
+    ]
+
+
+def _dhcp(inv: Inventory) -> RenderedFile:
+    net = inv.network.machine_cidr
+    ctx = {
+        **_common(inv),
+        "interface": inv.provisioner.interface,
+        "dhcp_range": inv.provisioner.dhcp_range,
+        "network": net.network_address,
+        "netmask": net.netmask,
+        "gateway": inv.network.gateway,
+        "dns_server": inv.provisioner.ip,
+        "leases": inv.nodes,
+        "grub_image": GRUB_IMAGE,
+        "pxelinux_image": PXELINUX_IMAGE,
+        "tftp_root": inv.provisioner.tftp_root,
+    }
+    return _file("dnsmasq/dhcp-pxe.conf", render_template("dnsmasq/dhcp-pxe.conf.j2", **ctx))
+
+
+def _boot(inv: Inventory) -> list[RenderedFile]:
+    out = []
+    for e in boot_entries(inv):
+        name = "tftp/pxelinux.cfg.j2" if e.firmware is Firmware.bios else "tftp/grub.cfg.j2"
+        out.append(_file(e.config_path, render_template(name, e=e)))
+    return out
+
+
+def haproxy_cfg(inv: Inventory, *, include_bootstrap: bool = True) -> RenderedFile:
+    """haproxy/haproxy.cfg; without the bootstrap once bootstrap-complete (upi wait)."""
+    pools = lb_pools(inv, include_bootstrap=include_bootstrap)
+    return _file("haproxy/haproxy.cfg",
+                 render_template("haproxy/haproxy.cfg.j2", pools=pools, **_common(inv)))
+
+
+def _vms(inv: Inventory) -> list[RenderedFile]:
+    specs = vm_specs(inv)
+    if not specs:
+        return []
+    out = [_file(f"vms/{vm.name}.xml", render_template("vms/domain.xml.j2", vm=vm)) for vm in specs]
+    script = render_template("vms/virt-install.sh.j2", vms=specs, **_common(inv))
+    out.append(_file("vms/virt-install.sh", script, SCRIPT))
+    return out
+
+
+def _csr(inv: Inventory) -> list[RenderedFile]:
+    base = f"{CONFIG_DIR}/{inv.cluster.name}"
+    ctx = {**_common(inv), "upi": UPI_BIN, "inventory": f"{base}/inventory.yaml",
+           "kubeconfig": f"{base}/kubeconfig"}
+    names = ["upi-approve-csr.service", "upi-approve-csr-once.service",
+             "upi-approve-csr.timer", "crontab"]
+    return [_file(f"csr/{n}", render_template(f"csr/{n}.j2", **ctx)) for n in names]
+
+
+def _file(path: str, text: str, mode: int = PUBLIC) -> RenderedFile:
+    return RenderedFile(path, text.encode(), mode)
+
+
+def manifest(files: list[RenderedFile], inv: Inventory) -> RenderedFile:
+    """manifest.json: every file with its sha256 and mode (no timestamps: reproducible)."""
+    doc = {
+        "upi": __version__,
+        "cluster": inv.cluster.domain,
+        "openshift_version": inv.cluster.openshift_version,
+        "files": {f.path: {"sha256": f.sha256, "mode": f"{f.mode:04o}"} for f in files},
+    }
+    return _file(MANIFEST, json.dumps(doc, indent=2) + "\n")
+
+
+def render_inventory(inv: Inventory) -> list[RenderedFile]:
+    """Every file of the render layout, manifest.json last."""
+    config = render_template("install-config.yaml.j2", config=install_config(inv), **_common(inv))
+    files = [
+        _file("install-config.yaml", config, SECRET),
+        _file("install-config.yaml.orig", config, SECRET),
+        *_dns(inv),
+        _dhcp(inv),
+        *_boot(inv),
+        haproxy_cfg(inv),
+        *_vms(inv),
+        *_csr(inv),
+    ]
+    return [*files, manifest(files, inv)]
