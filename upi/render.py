@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 
 from upi import __version__
-from upi.facts import boot_entries, dns_records, host_entries, lb_pools, vm_specs
+from upi.facts import VmSpec, boot_entries, dns_records, host_entries, lb_pools, vm_specs
 from upi.facts.boot import GRUB_IMAGE, PXELINUX_IMAGE
 from upi.facts.installconfig import install_config
 from upi.inventory.model import Firmware, Inventory
@@ -91,11 +91,16 @@ def haproxy_cfg(inv: Inventory, *, include_bootstrap: bool = True) -> RenderedFi
                  render_template("haproxy/haproxy.cfg.j2", pools=pools, **_common(inv)))
 
 
+def domain_xml(vm: VmSpec) -> str:
+    """The libvirt domain of one VM node (install phase): vms/<name>.xml and boot-vms."""
+    return render_template("vms/domain.xml.j2", vm=vm)
+
+
 def _vms(inv: Inventory) -> list[RenderedFile]:
     specs = vm_specs(inv)
     if not specs:
         return []
-    out = [_file(f"vms/{vm.name}.xml", render_template("vms/domain.xml.j2", vm=vm)) for vm in specs]
+    out = [_file(f"vms/{vm.name}.xml", domain_xml(vm)) for vm in specs]
     script = render_template("vms/virt-install.sh.j2", vms=specs, **_common(inv))
     out.append(_file("vms/virt-install.sh", script, SCRIPT))
     return out
