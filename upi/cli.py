@@ -49,6 +49,34 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+
+
+def _version(value: bool) -> None:
+    if value:
+        from upi import __version__
+
+        console.say(f"upi {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback(
+    epilog="\b\nQuick start:\n  upi validate inventories/dgxpod.yaml\n"
+    "  upi render inventories/dgxpod.yaml -o out/dgxpod\n"
+    "Reference: docs/cli.md; the inventory: docs/inventory.md"
+)
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """OpenShift 4 bare-metal UPI from one inventory file.
+
+    Renders install-config, DNS, DHCP/PXE, HAProxy and VM definitions, checks
+    them, boots the control-plane VMs, approves node CSRs safely and drives
+    the installer to the end.
+    """
+
+
 InventoryArg = Annotated[
     Path, typer.Argument(metavar="INVENTORY", help="The inventory YAML file.", show_default=False)
 ]
