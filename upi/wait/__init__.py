@@ -1,0 +1,1 @@
+"""`upi wait`: drive openshift-install from PXE to "Install complete!"."""
