@@ -19,7 +19,7 @@ SCRIPT = 0o755
 MANIFEST = "manifest.json"
 
 # Where the rendered approver units expect upi, the inventory and the
-# kubeconfig on the host that runs them (docs/deploy.md says how to put them there).
+# kubeconfig on the host that runs them (docs/approve-csr.md says how to put them there).
 UPI_BIN = "/usr/local/bin/upi"
 CONFIG_DIR = "/etc/upi"
 
