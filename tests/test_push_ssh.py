@@ -128,3 +128,28 @@ def test_removing_the_bootstrap_keeps_one_backup_and_reloads(runner, tmp_path, e
     assert b"bootstrap" in before and b"server bootstrap" not in cfg.read_bytes()
     assert (cfg.parent / ".haproxy.cfg.upi-backup").read_bytes() == before
     assert site.reload_log() == ["dnsmasq", "haproxy", "haproxy"]
+
+
+def _transport(sshd: Sshd, tmp_path: Path):
+    from upi.remote import SshTransport
+
+    known = tmp_path / "known_hosts"
+    known.write_text(sshd.known_hosts_line())
+    return SshTransport("127.0.0.1", port=sshd.port, known_hosts=known, identity_file=sshd.client_key)
+
+
+def test_a_dropped_connection_is_retried_once(tmp_path, sshd) -> None:
+    t = _transport(sshd, tmp_path)
+    assert t.run(["echo", "one two"]).stdout == "one two\n"
+    t._client.get_transport().close()  # the link drops between two commands
+    assert t.run(["printf", "%s", "it's quoted"]).stdout == "it's quoted"
+    t.close()
+
+
+def test_a_command_that_runs_too_long_is_stopped(tmp_path, sshd) -> None:
+    from upi.remote import RemoteError
+
+    t = _transport(sshd, tmp_path)
+    with pytest.raises(RemoteError, match="`sleep 5` timed out after 0.2 s"):
+        t.run(["sleep", "5"], timeout=0.2)
+    t.close()

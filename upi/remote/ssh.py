@@ -93,7 +93,8 @@ class SshTransport:
                               "the SSH agent and the host's authorized_keys") from None
         except (OSError, *DROPPED) as exc:
             client.close()
-            raise RemoteError(f"cannot connect to {self.name}: {exc or type(exc).__name__}") from None
+            why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise RemoteError(f"cannot connect to {self.name}: {why}") from None
         return client
 
     def _retrying(self, what: str, op: Callable[[paramiko.SSHClient], T]) -> T:
