@@ -142,6 +142,39 @@ def schema() -> None:
     console.say(do_schema().rstrip("\n"))
 
 
+@app.command(
+    epilog="\b\nExamples:\n  upi push inventories/dgxpod.yaml -o out/dgxpod --dry-run\n"
+    "  upi push inventories/dgxpod.yaml -o out/dgxpod\n"
+    "  upi push inventories/dgxpod.yaml -o out/dgxpod --only load_balancer --json"
+)
+def push(
+    inventory: InventoryArg,
+    out: Annotated[Path, typer.Option("-o", "--output", help="The render directory to push from.")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Change nothing; show files, targets and commands.")
+    ] = False,
+    only: Annotated[
+        str | None,
+        typer.Option("--only", metavar="provisioner|load_balancer", help="Push to one target only."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy rendered files to their hosts over SSH, validate them there, reload (docs/push.md)."""
+    from upi.commands.push import push_command
+
+    result = push_command(inventory, out, only=only, dry_run=dry_run)
+    if as_json:
+        console.print_json(result.to_json())
+        return
+    rows = ((f.target, f.host, f.source, f.dest, f.status) for f in result.files)
+    console.print_table(None, ["target", "host", "file", "destination", "status"], rows)
+    if result.steps:
+        console.print_table("commands" + (" (would run)" if dry_run else ""), ["target", "why", "command"],
+                            ((s.target, s.purpose, " ".join(s.argv)) for s in result.steps))
+    verb = "would upload" if dry_run else "uploaded"
+    console.say(f"{verb} {len(result.changed)} of {len(result.files)} files")
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="upi")

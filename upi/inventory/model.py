@@ -73,7 +73,12 @@ class Mirror(_Model):
 
 
 class SshTarget(_Model):
-    """How `upi push` reaches a host: `local`, or SSH with a checked host key."""
+    """How `upi push` reaches a host: `local`, or SSH with a checked host key.
+
+    `reload_command` replaces the default reload of the service whose config
+    changed (provisioner: `systemctl restart dnsmasq`, load balancer:
+    `systemctl reload haproxy`); it is an argv list, run on that host.
+    """
 
     host: str | None = None
     user: str = "root"
@@ -81,6 +86,9 @@ class SshTarget(_Model):
     known_hosts: str | None = None
     identity_file: str | None = None
     local: bool = False
+    reload_command: list[str] | None = Field(default=None, min_length=1)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    command_timeout: float = Field(default=60.0, gt=0)
 
 
 class Cluster(_Model):

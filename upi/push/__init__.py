@@ -1,0 +1,41 @@
+"""`upi push`: put rendered files on their hosts, validated, and reload (docs/push.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from upi.inventory.model import Inventory
+from upi.push.apply import apply
+from upi.push.model import TARGETS, FileStatus, PushError, PushResult, Step, TargetName, TargetPlan
+from upi.push.sources import plans_for, read_render_dir, ssh_of
+from upi.remote import Transport, open_transport
+from upi.render import RenderedFile
+
+__all__ = ["TARGETS", "FileStatus", "PushError", "PushResult", "Step", "push", "push_files"]
+
+
+def _connect(inv: Inventory, plan: TargetPlan) -> Transport:
+    ssh, default_host = ssh_of(inv, plan.name)
+    return open_transport(inv, ssh, default_host)
+
+
+def push(inv: Inventory, out: Path, *, only: TargetName | None = None,
+         dry_run: bool = False) -> PushResult:
+    """Push a render dir (checked against its manifest.json) to the inventory's hosts."""
+    files, http = read_render_dir(inv, out)
+    plans = plans_for(inv, files, only, http)
+    return apply(plans, lambda plan: _connect(inv, plan), dry_run=dry_run)
+
+
+def push_files(inv: Inventory, files: list[RenderedFile], target: TargetName, *,
+               dry_run: bool = False) -> PushResult:
+    """Push in-memory rendered files to one target (files of other targets are ignored).
+
+    `upi wait` takes the bootstrap out of the load balancer with
+    `push_files(inv, [haproxy_cfg(inv, include_bootstrap=False)], target="load_balancer")`:
+    validated with `haproxy -c` on the host, backed up, renamed into place, reloaded.
+    """
+    if target not in TARGETS:
+        raise PushError(f"unknown push target {target!r} (one of: {', '.join(TARGETS)})")
+    plans = plans_for(inv, files, target)
+    return apply(plans, lambda plan: _connect(inv, plan), dry_run=dry_run)

@@ -1,0 +1,170 @@
+"""Safe replace on one or more hosts: compare, stage, validate, rename, relabel, reload.
+
+Nothing is renamed into place until every target's new files are uploaded
+and validated; a failure before that removes the staged copies and leaves
+each host exactly as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from upi.errors import UpiError
+from upi.push.model import VALIDATED, FileStatus, Item, PushError, PushResult, Status, Step, TargetPlan
+from upi.remote import Transport
+
+Connect = Callable[[TargetPlan], Transport]
+
+
+def _output(res_out: str, res_err: str) -> str:
+    text = (res_err + res_out).strip()
+    return "\n".join("  " + line for line in text.splitlines()[-20:])
+
+
+def _remote_state(t: Transport, items: list[Item]) -> dict[str, tuple[str, int]]:
+    """Map each existing destination to its (sha256, mode); the files that exist on the host."""
+    dests = [i.dest for i in items]
+    sums = t.run(["sha256sum", "--", *dests])
+    modes = t.run(["stat", "-c", "%a %n", "--", *dests])
+    for res in (sums, modes):
+        if res.returncode not in (0, 1):
+            raise PushError(f"{t.name}: `{res.argv[0]}` failed (exit {res.returncode}):\n"
+                            + _output(res.stdout, res.stderr))
+    digest = {path: sha for sha, path in
+              (line.split(maxsplit=1) for line in sums.stdout.splitlines() if line)}
+    mode = {path: int(m, 8) for m, path in
+            (line.split(" ", 1) for line in modes.stdout.splitlines() if line)}
+    return {d: (digest[d], mode.get(d, -1)) for d in dests if d in digest}
+
+
+def compare(t: Transport, plan: TargetPlan) -> list[tuple[Item, FileStatus]]:
+    """Each item with its status on the host (sha256 and mode decide)."""
+    state = _remote_state(t, plan.items)
+    out = []
+    for item in plan.items:
+        found = state.get(item.dest)
+        status: Status = ("new" if found is None else
+                          "unchanged" if found == (item.sha256, item.mode) else "changed")
+        out.append((item, FileStatus(plan.name, t.name, item.source, item.dest, status)))
+    return out
+
+
+def validation(item: Item) -> list[str] | None:
+    """The real program that checks a staged service config, run on its host."""
+    if item.kind == "dnsmasq":
+        return ["dnsmasq", "--test", f"--conf-file={item.staged}"]
+    if item.kind == "haproxy":
+        return ["haproxy", "-c", "-f", item.staged]
+    return None
+
+
+def _check(t: Transport, argv: list[str], what: str) -> int:
+    res = t.run(argv)
+    if res.returncode != 0:
+        raise PushError(f"{t.name}: {what} failed (exit {res.returncode}) running "
+                        f"`{' '.join(argv)}`:\n" + _output(res.stdout, res.stderr))
+    return res.returncode
+
+
+def stage(t: Transport, items: list[Item]) -> None:
+    """Upload each item beside its destination, under a hidden temporary name."""
+    dirs = sorted({i.dest.rsplit("/", 1)[0] or "/" for i in items})
+    _check(t, ["mkdir", "-p", "--", *dirs], "creating directories")
+    for item in items:
+        t.write_file(item.staged, item.payload(), item.mode)
+
+
+def validate(t: Transport, plan: TargetPlan, items: list[Item], result: PushResult) -> None:
+    """Run each staged config through its own program; the first failure stops the push."""
+    for item in items:
+        argv = validation(item)
+        if argv is None:
+            continue
+        res = t.run(argv)
+        result.steps.append(Step(plan.name, t.name, f"validate {item.source}", argv, res.returncode))
+        if res.returncode != 0:
+            why = "is not installed there" if res.returncode == 127 else "rejected it"
+            raise PushError(
+                f"{t.name}: {argv[0]} {why}: {item.source} was NOT installed at {item.dest}, "
+                f"nothing was replaced and nothing reloaded. Output of `{' '.join(argv)}`:\n"
+                + _output(res.stdout, res.stderr))
+
+
+def discard(t: Transport, items: list[Item]) -> None:
+    """Remove staged copies (best effort: the push has already failed)."""
+    if items:
+        t.run(["rm", "-f", "--", *(i.staged for i in items)])
+
+
+def commit(t: Transport, plan: TargetPlan, changed: list[tuple[Item, FileStatus]],
+           result: PushResult) -> None:
+    """Keep one backup, rename into place, relabel under SELinux, reload if a config changed."""
+    for item, status in changed:
+        if item.backup and status.status == "changed":
+            _check(t, ["ln", "-f", "--", item.dest, item.backup], f"backing up {item.dest}")
+        _check(t, ["mv", "-f", "--", item.staged, item.dest], f"installing {item.dest}")
+    dests = [item.dest for item, _ in changed]
+    if t.run(["selinuxenabled"]).returncode == 0:
+        argv = ["restorecon", "--", *dests]
+        result.steps.append(Step(plan.name, t.name, "SELinux labels", argv, _check(t, argv, "restorecon")))
+    if any(item.kind in VALIDATED for item, _ in changed):
+        res = t.run(plan.reload)
+        result.steps.append(Step(plan.name, t.name, "reload", plan.reload, res.returncode))
+        if res.returncode != 0:
+            raise PushError(f"{t.name}: the new files are in place but `{' '.join(plan.reload)}` "
+                            f"failed (exit {res.returncode}):\n" + _output(res.stdout, res.stderr))
+
+
+def planned_steps(plan: TargetPlan, host: str, changed: list[tuple[Item, FileStatus]]) -> list[Step]:
+    """The commands a real run would add (for --dry-run)."""
+    steps = [Step(plan.name, host, f"validate {i.source}", argv)
+             for i, _ in changed if (argv := validation(i))]
+    if changed:
+        steps.append(Step(plan.name, host, "SELinux labels (if enabled)",
+                          ["restorecon", "--", *(i.dest for i, _ in changed)]))
+    if any(i.kind in VALIDATED for i, _ in changed):
+        steps.append(Step(plan.name, host, "reload", plan.reload))
+    return steps
+
+
+def apply(plans: list[TargetPlan], connect: Connect, *, dry_run: bool = False) -> PushResult:
+    """Push every plan; with `dry_run`, only compare and report what would run."""
+    result = PushResult(dry_run)
+    opened: list[tuple[TargetPlan, Transport, list[tuple[Item, FileStatus]]]] = []
+    try:
+        for plan in plans:
+            t = connect(plan)
+            opened.append((plan, t, []))
+            found = compare(t, plan)
+            result.files += [s for _, s in found]
+            opened[-1][2].extend(pair for pair in found if pair[1].status != "unchanged")
+        if dry_run:
+            for plan, t, changed in opened:
+                result.steps += planned_steps(plan, t.name, changed)
+            return result
+        _stage_and_validate(opened, result)
+        for plan, t, changed in opened:
+            if changed:
+                commit(t, plan, changed, result)
+        return result
+    finally:
+        for _, t, _ in opened:
+            t.close()
+
+
+def _stage_and_validate(opened: list[tuple[TargetPlan, Transport, list[tuple[Item, FileStatus]]]],
+                        result: PushResult) -> None:
+    staged: list[tuple[Transport, list[Item]]] = []
+    try:
+        for plan, t, changed in opened:
+            items = [i for i, _ in changed]
+            if items:
+                staged.append((t, items))
+                stage(t, items)
+                validate(t, plan, items, result)
+    except BaseException:
+        for t, items in staged:
+            with contextlib.suppress(UpiError, OSError):  # keep the first error, not the cleanup's
+                discard(t, items)
+        raise

@@ -1,0 +1,121 @@
+"""What `upi push` moves, what it found on each host, and what it ran there."""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from upi.errors import UpiError
+
+Kind = Literal["dnsmasq", "tftp", "http", "haproxy"]
+TargetName = Literal["provisioner", "load_balancer"]
+Status = Literal["new", "changed", "unchanged"]
+TARGETS: tuple[TargetName, ...] = ("provisioner", "load_balancer")
+# Service configs are checked by their own program before they replace anything.
+VALIDATED: tuple[Kind, ...] = ("dnsmasq", "haproxy")
+
+
+class PushError(UpiError):
+    """A push step failed on a host; the message carries that host's output."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One file to place: from the render dir (`source`) to a path on a host (`dest`)."""
+
+    source: str
+    dest: str
+    mode: int
+    kind: Kind
+    content: bytes | None = None
+    local_path: Path | None = None  # large files (RHCOS images) are read only to upload
+
+    def payload(self) -> bytes:
+        """The bytes to upload."""
+        if self.content is not None:
+            return self.content
+        assert self.local_path is not None  # noqa: S101 - one of the two is always set
+        return self.local_path.read_bytes()
+
+    @property
+    def sha256(self) -> str:
+        """Hex digest of the payload (streamed for files on disk)."""
+        if self.content is not None:
+            return hashlib.sha256(self.content).hexdigest()
+        digest = hashlib.sha256()
+        assert self.local_path is not None  # noqa: S101 - one of the two is always set
+        with self.local_path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+        return digest.hexdigest()
+
+    def _beside(self, suffix: str) -> str:
+        # Hidden (leading dot): dnsmasq's conf-dir and web servers' indexes skip it.
+        head, tail = posixpath.split(self.dest)
+        return posixpath.join(head, f".{tail}.{suffix}")
+
+    @property
+    def staged(self) -> str:
+        """Where the new content is uploaded first: same dir, so the rename is atomic."""
+        return self._beside("upi-new")
+
+    @property
+    def backup(self) -> str | None:
+        """Where the replaced file is kept (one generation); none for the HTTP tree."""
+        return None if self.kind == "http" else self._beside("upi-backup")
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    """The files of one target and the command that reloads its service."""
+
+    name: TargetName
+    items: list[Item]
+    reload: list[str]
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    """One file on one host: new, changed or unchanged."""
+
+    target: TargetName
+    host: str
+    source: str
+    dest: str
+    status: Status
+
+
+@dataclass(frozen=True)
+class Step:
+    """A command run (or, in a dry run, to run) on a host, and why."""
+
+    target: TargetName
+    host: str
+    purpose: str
+    argv: list[str]
+    returncode: int | None = None
+
+
+@dataclass
+class PushResult:
+    """What a push found and did."""
+
+    dry_run: bool
+    files: list[FileStatus] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def changed(self) -> list[FileStatus]:
+        """Files that were (or would be) uploaded."""
+        return [f for f in self.files if f.status != "unchanged"]
+
+    def to_json(self) -> dict[str, Any]:
+        """The result for `--json`."""
+        return {
+            "dry_run": self.dry_run,
+            "files": [vars(f) for f in self.files],
+            "commands": [vars(s) for s in self.steps],
+        }

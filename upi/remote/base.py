@@ -1,0 +1,32 @@
+"""What `upi push` needs from a host: run a program, write a file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from upi.runner import Result
+
+# Validators and reloads live in sbin; a non-root login's PATH often lacks it.
+SBIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+class Transport(Protocol):
+    """One host, reached locally or over SSH; the same calls either way."""
+
+    @property
+    def name(self) -> str:
+        """Where commands run, for messages: `local` or `user@host:port`."""
+        ...
+
+    def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Result:
+        """Run `argv` on the host; return its exit code and output (never raise on rc != 0)."""
+        ...
+
+    def write_file(self, path: str, content: bytes, mode: int) -> None:
+        """Create `path` (replacing a leftover) with `mode` set before any byte is written."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection (a no-op locally)."""
+        ...

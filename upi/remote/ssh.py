@@ -1,0 +1,153 @@
+"""A host over SSH (paramiko): checked host key, timeouts, one retry on a dropped link."""
+
+from __future__ import annotations
+
+import select
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import paramiko
+
+from upi.remote.base import SBIN_DIRS
+from upi.remote.errors import HostKeyError, RemoteError
+from upi.remote.hostkeys import RefuseUnknown, changed_key
+from upi.runner import Result
+
+T = TypeVar("T")
+# A link that broke under us: reconnect once and try again.
+DROPPED = (EOFError, ConnectionError, paramiko.SSHException)
+# Every remote command runs in a POSIX shell with a known locale and sbin on PATH.
+PRELUDE = f'export LC_ALL=C PATH="$PATH:{":".join(SBIN_DIRS)}"; exec '
+
+
+class _Timeout(Exception):
+    pass
+
+
+def remote_command(argv: Sequence[str]) -> str:
+    """The shell line sent for `argv`: every argument quoted."""
+    return PRELUDE + shlex.join(argv)
+
+
+def _collect(chan: paramiko.Channel, timeout: float) -> tuple[int, bytes, bytes]:
+    """Read stdout and stderr until the command exits, or raise _Timeout at `timeout`."""
+    deadline = time.monotonic() + timeout
+    out, err = bytearray(), bytearray()
+    while True:
+        if chan.recv_ready():
+            out += chan.recv(65536)
+        elif chan.recv_stderr_ready():
+            err += chan.recv_stderr(65536)
+        elif chan.exit_status_ready():
+            return chan.recv_exit_status(), bytes(out), bytes(err)
+        else:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                chan.close()
+                raise _Timeout
+            # The channel's fd wakes on stdout data and close; stderr is polled.
+            select.select([chan], [], [], min(remaining, 0.05))
+
+
+class SshTransport:
+    """One SSH connection to a host, opened on first use."""
+
+    def __init__(self, host: str, *, port: int = 22, user: str = "root",
+                 known_hosts: Path, identity_file: Path | None = None,
+                 connect_timeout: float = 10.0, command_timeout: float = 60.0) -> None:
+        self.host, self.port, self.user = host, port, user
+        self.known_hosts, self.identity_file = known_hosts, identity_file
+        self.connect_timeout, self.command_timeout = connect_timeout, command_timeout
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+
+    @property
+    def name(self) -> str:
+        """`user@host:port`, for messages."""
+        return f"{self.user}@{self.host}:{self.port}"
+
+    def _connect(self) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        if self.known_hosts.exists():
+            client.load_host_keys(str(self.known_hosts))
+        client.set_missing_host_key_policy(RefuseUnknown(self.host, self.port, self.known_hosts))
+        t = self.connect_timeout
+        try:
+            client.connect(
+                self.host, port=self.port, username=self.user,
+                key_filename=str(self.identity_file) if self.identity_file else None,
+                allow_agent=True, look_for_keys=self.identity_file is None,
+                timeout=t, banner_timeout=t, auth_timeout=t, channel_timeout=t)
+        except HostKeyError:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise changed_key(self.host, self.port, exc.key, exc.expected_key, self.known_hosts) from None
+        except paramiko.AuthenticationException as exc:
+            client.close()
+            raise RemoteError(f"{self.name}: login refused ({exc}); check identity_file, "
+                              "the SSH agent and the host's authorized_keys") from None
+        except (OSError, *DROPPED) as exc:
+            client.close()
+            why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise RemoteError(f"cannot connect to {self.name}: {why}") from None
+        return client
+
+    def _retrying(self, what: str, op: Callable[[paramiko.SSHClient], T]) -> T:
+        for attempt in (1, 2):
+            if self._client is None:
+                self._client = self._connect()
+            try:
+                return op(self._client)
+            except DROPPED as exc:
+                self.close()
+                if attempt == 2:
+                    raise RemoteError(f"{self.name}: connection dropped twice during {what}: "
+                                      f"{exc or type(exc).__name__}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def run(self, argv: Sequence[str], *, timeout: float | None = None) -> Result:
+        """Run `argv` on the host (arguments shell-quoted); a timeout is a RemoteError."""
+        limit = timeout or self.command_timeout
+
+        def op(client: paramiko.SSHClient) -> Result:
+            transport = client.get_transport()
+            if transport is None or not transport.is_active():
+                raise EOFError("connection closed")
+            chan = transport.open_session(timeout=self.connect_timeout)
+            chan.exec_command(remote_command(argv))
+            rc, out, err = _collect(chan, limit)
+            chan.close()
+            return Result(tuple(argv), rc, out.decode(errors="replace"), err.decode(errors="replace"))
+
+        try:
+            return self._retrying(argv[0], op)
+        except _Timeout:
+            raise RemoteError(f"{self.name}: `{shlex.join(argv)}` timed out after {limit:g} s") from None
+
+    def write_file(self, path: str, content: bytes, mode: int) -> None:
+        """Upload over SFTP; the mode is set while the file is still empty."""
+        def op(client: paramiko.SSHClient) -> None:
+            if self._sftp is None:
+                self._sftp = client.open_sftp()
+                self._sftp.get_channel().settimeout(self.command_timeout)  # type: ignore[union-attr]
+            with self._sftp.open(path, "wb") as fh:
+                fh.chmod(mode)
+                fh.write(content)
+
+        try:
+            self._retrying(f"upload of {path}", op)
+        except OSError as exc:
+            raise RemoteError(f"{self.name}: cannot write {path}: {exc}") from None
+
+    def close(self) -> None:
+        """Close the SFTP session and the connection."""
+        if self._sftp is not None:
+            self._sftp.close()
+        if self._client is not None:
+            self._client.close()
+        self._sftp = self._client = None
