@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,20 @@ def example_dir(tmp_path: Path) -> Path:
 
 def inventory_path(name: str) -> Path:
     return INVENTORIES / f"{name}.yaml"
+
+
+FAKES = ROOT / "tests" / "fakes"
+FAKE_OPENSHIFT_INSTALL = FAKES / "openshift-install"
+
+
+@pytest.fixture
+def fake_openshift_install(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The FAKE openshift-install (tests/fakes), found through $UPI_OPENSHIFT_INSTALL.
+
+    It needs PyYAML, so this interpreter's bin/ goes first on PATH for its
+    `#!/usr/bin/env python3`. Set FAKE_OPENSHIFT_INSTALL_VERSION to change its release.
+    """
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("UPI_OPENSHIFT_INSTALL", str(FAKE_OPENSHIFT_INSTALL))
+    monkeypatch.delenv("FAKE_OPENSHIFT_INSTALL_VERSION", raising=False)
+    return FAKE_OPENSHIFT_INSTALL

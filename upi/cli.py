@@ -175,6 +175,50 @@ def push(
     console.say(f"{verb} {len(result.changed)} of {len(result.files)} files")
 
 
+@app.command(
+    epilog="\b\nExamples:\n  upi ignition inventories/dgxpod.yaml --dir assets/dgxpod -o out/dgxpod\n"
+    "  upi ignition inventories/dgxpod.yaml --dir assets/dgxpod -o out/dgxpod --force \\\n"
+    "      --openshift-install ~/bin/openshift-install-4.16\n"
+    "  upi push inventories/dgxpod.yaml -o out/dgxpod    # then publish them (boot within 12 h)"
+)
+def ignition(
+    inventory: InventoryArg,
+    assets: Annotated[Path, typer.Option(
+        "--dir", help="openshift-install's assets directory (auth/ stays here).", show_default=False)],
+    out: Annotated[Path, typer.Option(
+        "-o", "--output", help="Render dir: the files are staged in its http/ignition/ for upi push.",
+        show_default=False)],
+    force: Annotated[bool, typer.Option(
+        "--force", help="Move an older install's files in --dir aside and start afresh.")] = False,
+    openshift_install: Annotated[Path | None, typer.Option(
+        "--openshift-install", metavar="PATH",
+        help="The installer binary (default: $UPI_OPENSHIFT_INSTALL, then PATH).")] = None,
+) -> None:
+    """Make the Ignition files with openshift-install and stage them for the HTTP server.
+
+    Writes install-config.yaml (as upi render does) into --dir, runs `create
+    manifests`, sets mastersSchedulable (true only for a compact cluster),
+    runs `create ignition-configs`, and copies bootstrap/master/worker.ign
+    (0644) to DIR/http/ignition/. Boot the nodes within 12 h: the
+    certificates inside expire after 24 h.
+    """
+    from upi.ignition import make_ignition
+
+    result = make_ignition(inventory, assets, out, force=force, installer=openshift_install,
+                           on_line=lambda line: console.say_err(f"  {line}"), on_warning=console.warn)
+    if result.moved_aside:
+        console.say(f"moved the older install's files to {result.moved_aside}")
+    console.print_table(f"Ignition files ({result.installer_version})", ["file", "sha256", "bytes", "url"],
+                        ((f.name, f.sha256[:16], f.size, f.url or "(no node of this role)")
+                         for f in result.files))
+    made = result.made_at.isoformat(timespec="seconds")
+    console.say(f"made {made}; staged in {result.stage_dir} (0644) for `upi push`; "
+                f"mastersSchedulable: {str(result.masters_schedulable).lower()}")
+    console.say(f"boot the nodes within 12 h: the certificates expire at "
+                f"{result.expires_at.isoformat(timespec='seconds')}")
+    console.say(f"admin credentials: {assets / 'auth' / 'kubeconfig'} and kubeadmin-password (0600)")
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="upi")

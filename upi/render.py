@@ -130,9 +130,14 @@ def manifest(files: list[RenderedFile], inv: Inventory) -> RenderedFile:
     return _file(MANIFEST, json.dumps(doc, indent=2) + "\n")
 
 
+def install_config_yaml(inv: Inventory) -> str:
+    """install-config.yaml as `upi render` and `upi ignition` write it (holds the pull secret)."""
+    return render_template("install-config.yaml.j2", config=install_config(inv), **_common(inv))
+
+
 def render_inventory(inv: Inventory) -> list[RenderedFile]:
     """Every file of the render layout, manifest.json last."""
-    config = render_template("install-config.yaml.j2", config=install_config(inv), **_common(inv))
+    config = install_config_yaml(inv)
     files = [
         _file("install-config.yaml", config, SECRET),
         _file("install-config.yaml.orig", config, SECRET),

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import queue
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from upi.errors import CommandError
 
@@ -50,3 +55,97 @@ def run(
     if check and proc.returncode != 0:
         raise CommandError(args, proc.returncode, proc.stderr or proc.stdout)
     return Result(tuple(args), proc.returncode, proc.stdout, proc.stderr)
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """How a streamed program exited, with its last output lines (already redacted)."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    tail: tuple[str, ...]
+
+
+REDACTED = "<redacted>"
+
+
+def redact(line: str, secrets: Sequence[str]) -> str:
+    """`line` with every secret in `secrets` replaced (fragments under 8 characters are ignored)."""
+    for secret in secrets:
+        if len(secret) >= 8 and secret in line:
+            line = line.replace(secret, REDACTED)
+    return line
+
+
+def stream(
+    argv: Sequence[str | Path],
+    *,
+    on_line: Callable[[str], None],
+    timeout: float | None,
+    secrets: Sequence[str] = (),
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    keep: int = 200,
+    grace: float = 10.0,
+) -> Streamed:
+    """Run `argv`, passing each output line (stdout and stderr merged) to `on_line`.
+
+    Lines are redacted of `secrets` before anyone sees them. On a timeout a
+    CommandError is raised; on any exception in the caller's thread
+    (KeyboardInterrupt included) the child is terminated, killed after
+    `grace` seconds, and the exception propagates.
+    """
+    args = [str(a) for a in argv]
+    try:
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, errors="replace", bufsize=1, cwd=cwd,
+            env=dict(env) if env is not None else None,
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        raise CommandError(args, 127, f"{args[0]}: cannot run: {exc.strerror}") from None
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+    tail: deque[str] = deque(maxlen=keep)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while (item := _next_line(lines, deadline)) is not None:
+            line = redact(item.rstrip("\r\n"), secrets)
+            tail.append(line)
+            on_line(line)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        returncode = proc.wait(timeout=left)
+    except (TimeoutError, subprocess.TimeoutExpired):
+        raise CommandError(args, None, "\n".join(tail)) from None
+    finally:
+        if proc.poll() is None:
+            _stop(proc, grace)
+    return Streamed(tuple(args), returncode, tuple(tail))
+
+
+def _pump(pipe: IO[str], lines: queue.Queue[str | None]) -> None:
+    with pipe:
+        for line in pipe:
+            lines.put(line)
+    lines.put(None)
+
+
+def _next_line(lines: queue.Queue[str | None], deadline: float | None) -> str | None:
+    # Short waits keep the main thread responsive to Ctrl-C and the deadline.
+    while True:
+        wait = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+        if wait <= 0:
+            raise TimeoutError
+        try:
+            return lines.get(timeout=wait)
+        except queue.Empty:
+            continue
+
+
+def _stop(proc: subprocess.Popen[str], grace: float) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,200 @@
+"""`upi ignition` through the CLI, against the FAKE openshift-install (tests/fakes)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import stat
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import inventory_path
+
+from upi.cli import app
+from upi.ignition import IGNITION_FILES, ignition_status, made_at
+
+pytestmark = pytest.mark.usefixtures("fake_openshift_install")
+
+
+def ignition(runner, inventory: Path, tmp_path: Path, *extra: str):
+    return runner.invoke(app, ["ignition", str(inventory), "--dir", str(tmp_path / "assets"),
+                               "-o", str(tmp_path / "out"), *extra])
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def scheduler_in_bootstrap(assets: Path) -> dict:
+    """The Scheduler manifest as the bootstrap node will apply it (embedded in bootstrap.ign)."""
+    doc = json.loads((assets / "bootstrap.ign").read_text())
+    entry = next(f for f in doc["storage"]["files"]
+                 if f["path"].endswith("/manifests/cluster-scheduler-02-config.yml"))
+    return yaml.safe_load(base64.b64decode(entry["contents"]["source"].split(",", 1)[1]))
+
+
+def test_standard_cluster_keeps_masters_unschedulable(runner, tmp_path: Path) -> None:
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path)
+    assert result.exit_code == 0, result.output
+    # The installer wrote true (compute replicas are 0 in UPI); upi set it back before ignition.
+    assert "Making control-plane schedulable" in result.stderr
+    scheduler = scheduler_in_bootstrap(tmp_path / "assets")
+    assert scheduler["spec"]["mastersSchedulable"] is False
+    assert scheduler["kind"] == "Scheduler" and scheduler["spec"]["policy"] == {"name": ""}
+    assert "mastersSchedulable: false" in result.stdout
+
+
+def test_compact_cluster_makes_masters_schedulable(runner, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_OPENSHIFT_INSTALL_VERSION", "4.18.1")
+    result = ignition(runner, inventory_path("compact"), tmp_path)
+    assert result.exit_code == 0, result.output
+    assert scheduler_in_bootstrap(tmp_path / "assets")["spec"]["mastersSchedulable"] is True
+    assert "warning" not in result.stderr.replace("level=warning", "")
+
+
+def test_ignition_files_are_staged_world_readable_with_a_record(runner, tmp_path: Path) -> None:
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path)
+    assert result.exit_code == 0, result.output
+    stage = tmp_path / "out" / "http" / "ignition"
+    record = json.loads((stage / "upi-ignition.json").read_text())
+    assert record == json.loads((tmp_path / "assets" / ".upi-ignition.json").read_text())
+    for name in IGNITION_FILES:
+        staged = stage / name
+        assert mode(staged) == 0o644
+        assert staged.read_bytes() == (tmp_path / "assets" / name).read_bytes()
+        assert json.loads(staged.read_text())["ignition"]["version"] == "3.2.0"
+        assert record["files"][name]["size"] == staged.stat().st_size
+    assert "http://10.33.3.18:8080/ignition/worker.ign" in result.stdout
+    assert not list(stage.glob(".upi-staging-*"))
+
+
+def test_install_config_is_the_rendered_one_private_with_orig(runner, tmp_path: Path) -> None:
+    assert ignition(runner, inventory_path("dgxpod"), tmp_path).exit_code == 0
+    assets = tmp_path / "assets"
+    assert not (assets / "install-config.yaml").exists()  # the installer consumed it
+    orig = assets / "install-config.yaml.orig"
+    assert mode(orig) == 0o600
+    rendered = tmp_path / "rendered"
+    runner.invoke(app, ["render", str(inventory_path("dgxpod")), "-o", str(rendered)])
+    assert orig.read_bytes() == (rendered / "install-config.yaml").read_bytes()
+
+
+def test_admin_credentials_stay_private_and_unprinted(runner, tmp_path: Path) -> None:
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path)
+    auth = tmp_path / "assets" / "auth"
+    assert mode(auth / "kubeconfig") == 0o600 and mode(auth / "kubeadmin-password") == 0o600
+    assert (auth / "kubeadmin-password").read_text() not in result.output
+    assert not (tmp_path / "out" / "http" / "ignition" / "auth").exists()
+
+
+def test_refuses_an_assets_dir_with_an_older_install(runner, tmp_path: Path) -> None:
+    assert ignition(runner, inventory_path("dgxpod"), tmp_path).exit_code == 0
+    before = (tmp_path / "out" / "http" / "ignition" / "bootstrap.ign").read_bytes()
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path)
+    assert result.exit_code == 2
+    assert "holds an older install's state (.openshift_install_state.json)" in result.stderr
+    assert "pass --force" in result.stderr
+    assert (tmp_path / "out" / "http" / "ignition" / "bootstrap.ign").read_bytes() == before
+
+
+def test_force_moves_the_older_install_aside(runner, tmp_path: Path) -> None:
+    assert ignition(runner, inventory_path("dgxpod"), tmp_path).exit_code == 0
+    old_password = (tmp_path / "assets" / "auth" / "kubeadmin-password").read_text()
+    (tmp_path / "assets" / ".upi-wait.json").write_text('{"done": {"bootstrap_complete": 1.0}}')
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path, "--force")
+    assert result.exit_code == 0, result.output
+    [previous] = (tmp_path / "assets" / ".upi-previous").iterdir()
+    assert (previous / "auth" / "kubeadmin-password").read_text() == old_password
+    assert (previous / ".openshift_install_state.json").exists()
+    assert not (tmp_path / "assets" / ".upi-wait.json").exists()
+    assert (tmp_path / "assets" / "auth" / "kubeadmin-password").read_text() != old_password
+
+
+def test_refused_install_config_fails_with_exit_3_meaning(runner, tmp_path: Path) -> None:
+    # An OpenShift 4.3 inventory (OpenShiftSDN) handed to a 4.16 installer: a real mistake.
+    result = ignition(runner, inventory_path("legacy-4.3"), tmp_path)
+    assert result.exit_code == 1
+    assert "upi: error: openshift-install create manifests exited 3 (install-config error)\n" \
+        "  level=fatal msg=failed to fetch Master Machines" in result.stderr
+    assert "networkType OpenShiftSDN is not supported, please use OVNKubernetes" in result.stderr
+    assert "upi: warning: openshift-install is 4.16 but the inventory says OpenShift 4.3" in result.stderr
+    assert not (tmp_path / "out" / "http").exists()
+
+
+def test_pull_secret_is_never_echoed(runner, tmp_path: Path, example_dir: Path) -> None:
+    # No "auth" for quay.io: the installer refuses it and echoes the whole value, as the real one does.
+    token = "c2VjcmV0LXRva2VuLW5ldmVyLXByaW50ZWQ="
+    secret = {"auths": {"quay.io": {"email": "admin@example.com", "token": token}}}
+    (example_dir / "pull-secret.json").write_text(json.dumps(secret))
+    result = ignition(runner, example_dir / "dgxpod.yaml", tmp_path)
+    assert result.exit_code == 1
+    log = (tmp_path / "assets" / ".openshift_install.log").read_text()
+    assert token in log  # the fake did print it: the filter was tested
+    assert token not in result.output and token not in result.stderr
+    assert "pullSecret: Invalid value: \"<redacted>\": \"quay.io\" requires either auth or credsStore" \
+        in result.stderr
+
+
+def test_absent_installer_says_where_it_looked(runner, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("UPI_OPENSHIFT_INSTALL")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path)
+    assert result.exit_code == 2
+    assert "openshift-install not found: --openshift-install was not given, " \
+        "UPI_OPENSHIFT_INSTALL is not set, and no openshift-install is on PATH" in result.stderr
+    assert "https://mirror.openshift.com/pub/openshift-v4/clients/ocp/stable-4.16/" in result.stderr
+    assert not (tmp_path / "assets").exists()
+
+
+def test_explicit_installer_path_must_exist(runner, tmp_path: Path) -> None:
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path,
+                      "--openshift-install", str(tmp_path / "nope"))
+    assert result.exit_code == 2
+    assert f"--openshift-install: {tmp_path / 'nope'} does not exist" in result.stderr
+
+
+def test_assets_and_render_dir_must_differ(runner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["ignition", str(inventory_path("dgxpod")), "--dir", str(tmp_path),
+                                 "-o", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "give it one of its own" in result.stderr
+
+
+def test_render_leaves_staged_ignition_alone(runner, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert runner.invoke(app, ["render", str(inventory_path("dgxpod")), "-o", str(out)]).exit_code == 0
+    assert ignition(runner, inventory_path("dgxpod"), tmp_path).exit_code == 0
+    result = runner.invoke(app, ["render", str(inventory_path("dgxpod")), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert all((out / "http" / "ignition" / n).exists() for n in (*IGNITION_FILES, "upi-ignition.json"))
+
+
+def test_freshness_from_the_record(runner, tmp_path: Path) -> None:
+    assert ignition(runner, inventory_path("dgxpod"), tmp_path).exit_code == 0
+    out, assets = tmp_path / "out", tmp_path / "assets"
+    made = made_at(out)
+    assert made == made_at(assets) == made_at(out / "http" / "ignition")
+    assert ignition_status(out, made + timedelta(hours=1)).level == "ok"
+    warn = ignition_status(out, made + timedelta(hours=13))
+    assert warn.level == "warn" and "expire in 11.0 h" in warn.message
+    assert ignition_status(assets, made + timedelta(hours=25)).level == "expired"
+
+
+def test_freshness_without_a_record_uses_the_file_time(tmp_path: Path) -> None:
+    stage = tmp_path / "http" / "ignition"
+    stage.mkdir(parents=True)
+    ign = stage / "bootstrap.ign"
+    ign.write_text('{"ignition": {"version": "3.2.0"}}')
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    os.utime(ign, (when.timestamp(), when.timestamp()))
+    assert made_at(tmp_path) == when
+    assert ignition_status(stage, when + timedelta(hours=30)).level == "expired"
+    shutil.rmtree(stage)
+    with pytest.raises(Exception, match="no ignition files"):
+        made_at(tmp_path)

@@ -1,0 +1,254 @@
+"""`upi ignition`: install-config -> manifests -> ignition files, staged for `upi push`.
+
+ASSETS is openshift-install's working directory (it consumes what it reads
+and keeps its state there). The three .ign files are copied, world-readable,
+to RENDER_DIR/http/ignition/, which `upi push` publishes under the HTTP root
+(URL: upi.facts.boot.ignition_url). When they were made is recorded beside
+them and in ASSETS, so `upi wait` and `upi check http` can apply the one
+freshness rule (upi.facts.freshness).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from upi import __version__
+from upi.errors import UpiError, UsageError
+from upi.facts.boot import ignition_url
+from upi.facts.freshness import EXPIRED_AFTER, Freshness, ignition_freshness
+from upi.installer import Installer, locate, pull_secret_fragments, release_of
+from upi.inventory import Inventory, load_inventory
+from upi.render import PUBLIC, SECRET, RenderedFile, install_config_yaml
+from upi.writer import write_tree
+
+IGNITION_FILES = ("bootstrap.ign", "master.ign", "worker.ign")
+STAGE_DIR = "http/ignition"  # inside the render dir; writer.OWNED_ELSEWHERE keeps render off it
+RECORD = "upi-ignition.json"  # beside the staged files
+ASSETS_RECORD = ".upi-ignition.json"  # in ASSETS
+STATE_FILE = ".openshift_install_state.json"
+SCHEDULER_MANIFEST = "manifests/cluster-scheduler-02-config.yml"
+AUTH_FILES = ("auth/kubeconfig", "auth/kubeadmin-password")
+PREVIOUS_DIR = ".upi-previous"
+# What openshift-install and upi leave in ASSETS: moved aside, never deleted, by --force.
+# .upi-wait.json is `upi wait`'s resume record: a new install must not resume the old one.
+INSTALL_OUTPUTS = (STATE_FILE, ".openshift_install.log", "install-config.yaml",
+                   "install-config.yaml.orig", "manifests", "openshift", "auth", "metadata.json",
+                   ASSETS_RECORD, ".upi-wait.json", *IGNITION_FILES)
+
+Clock = Callable[[], datetime]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """One ignition file as staged for the HTTP server."""
+
+    name: str
+    path: Path
+    sha256: str
+    size: int
+    url: str | None  # None: no node of this role fetches it (worker.ign in a compact cluster)
+
+
+@dataclass(frozen=True)
+class IgnitionResult:
+    """What `upi ignition` made, where, and when."""
+
+    assets: Path
+    stage_dir: Path
+    made_at: datetime
+    installer_version: str
+    masters_schedulable: bool
+    files: list[StagedFile]
+    moved_aside: Path | None = None
+
+    @property
+    def expires_at(self) -> datetime:
+        """When the certificates inside the files stop working."""
+        return self.made_at + EXPIRED_AFTER
+
+
+def make_ignition(
+    inventory: Path,
+    assets: Path,
+    render_dir: Path,
+    *,
+    force: bool = False,
+    installer: Path | None = None,
+    on_line: Callable[[str], None] = lambda _line: None,
+    on_warning: Callable[[str], None] = lambda _message: None,
+    clock: Clock = _utcnow,
+) -> IgnitionResult:
+    """Run the installer's two steps in `assets` and stage the ignition files in `render_dir`.
+
+    `on_line` gets each installer output line (pull secret redacted),
+    `on_warning` each warning as soon as it is known (before a failure).
+    """
+    inv = load_inventory(inventory)
+    binary = locate(installer, version=inv.cluster.openshift_version)
+    _check_dirs(assets, render_dir)
+    moved = _clear_old_install(assets, force=force, clock=clock)
+    secret = inv.resolve(inv.cluster.pull_secret_file).read_text()
+    run = Installer(binary, assets, pull_secret_fragments(secret))
+    version = run.version()
+    for warning in _version_warnings(inv, version):
+        on_warning(warning)
+    write_install_config(inv, assets)
+    # Certificates are minted from here on: record the earliest time, so age is never understated.
+    made_at = clock()
+    run.run("create", "manifests", on_line=on_line)
+    set_masters_schedulable(assets / SCHEDULER_MANIFEST, inv.compact)
+    run.run("create", "ignition-configs", on_line=on_line)
+    _secure_auth(assets)
+    files = _read_ignition(assets)
+    stage_dir = render_dir / STAGE_DIR
+    record = _record(inv, files, made_at, version)
+    write_tree(stage_dir, [*files, RenderedFile(RECORD, record, PUBLIC)], force=True)
+    write_tree(assets, [RenderedFile(ASSETS_RECORD, record, PUBLIC)], force=True)
+    urls = _urls(inv)
+    staged = [StagedFile(f.path, stage_dir / f.path, f.sha256, len(f.content), urls.get(f.path))
+              for f in files]
+    return IgnitionResult(assets, stage_dir, made_at, version, inv.compact, staged, moved)
+
+
+def _check_dirs(assets: Path, render_dir: Path) -> None:
+    if assets.exists() and not assets.is_dir():
+        raise UsageError(f"--dir {assets} exists and is not a directory")
+    if assets.resolve() == render_dir.resolve():
+        raise UsageError(f"--dir and -o are both {assets}: openshift-install consumes and rewrites "
+                         "its directory, so give it one of its own (e.g. assets/<cluster>)")
+
+
+def _clear_old_install(assets: Path, *, force: bool, clock: Clock) -> Path | None:
+    """Refuse an ASSETS dir with an older install's state; with `force`, move it aside."""
+    if not (assets / STATE_FILE).exists():
+        return None
+    if not force:
+        raise UsageError(
+            f"{assets} holds an older install's state ({STATE_FILE}): openshift-install would "
+            "reuse its assets and certificates. Use an empty directory, or pass --force to move "
+            f"the old files into {assets / PREVIOUS_DIR}/")
+    dest = assets / PREVIOUS_DIR / clock().strftime("%Y%m%dT%H%M%SZ")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in INSTALL_OUTPUTS:
+        if (assets / name).exists():
+            (assets / name).replace(dest / name)
+    return dest
+
+
+def _version_warnings(inv: Inventory, version_line: str) -> list[str]:
+    release = release_of(version_line)
+    if release is None or release == inv.cluster.version:
+        return []
+    found = ".".join(map(str, release))
+    return [f"{version_line.split()[0]} is {found} but the inventory says OpenShift "
+            f"{inv.cluster.openshift_version}: the RHCOS images and network type may not match"]
+
+
+def write_install_config(inv: Inventory, assets: Path) -> None:
+    """install-config.yaml and its .orig copy in ASSETS (0600), exactly as `upi render` writes them."""
+    text = install_config_yaml(inv).encode()
+    write_tree(assets, [RenderedFile("install-config.yaml", text, SECRET),
+                        RenderedFile("install-config.yaml.orig", text, SECRET)], force=True)
+
+
+def set_masters_schedulable(path: Path, schedulable: bool) -> None:
+    """Set spec.mastersSchedulable in the Scheduler manifest, keeping everything else."""
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise UpiError(f"cannot read {path} that openshift-install should have written: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("kind") != "Scheduler":
+        raise UpiError(f"{path} is not a Scheduler manifest")
+    spec = doc.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        raise UpiError(f"{path}: spec is not a mapping")
+    spec["mastersSchedulable"] = schedulable
+    text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).encode()
+    mode = path.stat().st_mode & 0o777
+    write_tree(path.parent, [RenderedFile(path.name, text, mode)], force=True)
+
+
+def _secure_auth(assets: Path) -> None:
+    # The installer writes 0640; these hold cluster-admin credentials.
+    for name in AUTH_FILES:
+        if (assets / name).exists():
+            (assets / name).chmod(SECRET)
+
+
+def _read_ignition(assets: Path) -> list[RenderedFile]:
+    files = []
+    for name in IGNITION_FILES:
+        path = assets / name
+        try:
+            data = path.read_bytes()
+            version = json.loads(data)["ignition"]["version"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise UpiError(f"openshift-install did not leave a valid Ignition config at {path}") from None
+        if not isinstance(version, str):
+            raise UpiError(f"{path}: ignition.version is not a string")
+        files.append(RenderedFile(name, data, PUBLIC))
+    return files
+
+
+def _urls(inv: Inventory) -> dict[str, str]:
+    return {f"{node.role.value}.ign": ignition_url(inv, node) for node in inv.nodes}
+
+
+def _record(inv: Inventory, files: list[RenderedFile], made_at: datetime, version: str) -> bytes:
+    doc = {
+        "upi": __version__,
+        "cluster": inv.cluster.domain,
+        "openshift_install": version,
+        "made_at": made_at.isoformat(timespec="seconds"),
+        "expires_at": (made_at + EXPIRED_AFTER).isoformat(timespec="seconds"),
+        "files": {f.path: {"sha256": f.sha256, "size": len(f.content)} for f in files},
+    }
+    return (json.dumps(doc, indent=2) + "\n").encode()
+
+
+def _record_path(path: Path) -> Path | None:
+    if path.is_file():
+        return path if path.suffix == ".json" else None
+    for candidate in (path / ASSETS_RECORD, path / RECORD, path / STAGE_DIR / RECORD):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def made_at(path: Path) -> datetime:
+    """When the ignition files at `path` were made.
+
+    `path` is an ASSETS dir, a render dir, its http/ignition/ dir, or a
+    record file. Without a record (files made by hand), bootstrap.ign's
+    modification time stands in.
+    """
+    record = _record_path(path)
+    if record is not None:
+        try:
+            doc: dict[str, Any] = json.loads(record.read_text())
+            when = datetime.fromisoformat(doc["made_at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            raise UpiError(f"{record} is not a upi ignition record; run `upi ignition` again") from None
+        return when if when.tzinfo else when.replace(tzinfo=UTC)
+    ign = path if path.suffix == ".ign" else path / "bootstrap.ign"
+    if not ign.is_file() and (path / STAGE_DIR / "bootstrap.ign").is_file():
+        ign = path / STAGE_DIR / "bootstrap.ign"
+    if not ign.is_file():
+        raise UpiError(f"no ignition files at {path}: run `upi ignition INVENTORY --dir ASSETS -o DIR`")
+    return datetime.fromtimestamp(ign.stat().st_mtime, UTC)
+
+
+def ignition_status(path: Path, now: datetime | None = None) -> Freshness:
+    """How usable the ignition files at `path` are now: ok, warn (> 12 h) or expired (> 24 h)."""
+    return ignition_freshness(made_at(path), now or _utcnow())
