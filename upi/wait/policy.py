@@ -5,17 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# openshift-install exit codes (cmd/openshift-install; older versions exit 1 for all).
-EXIT_MEANINGS = {
-    0: "success",
-    1: "fatal error",
-    3: "install-config error",
-    4: "infrastructure failed",
-    5: "bootstrap failed",
-    6: "install failed",
-    7: "cluster operators not stable",
-    8: "interrupted",
-}
+from upi.installer import exit_meaning
+
+# openshift-install exit codes (the table is upi.installer.EXIT_MEANINGS).
 OPERATORS_NOT_STABLE = 7
 INTERRUPTED = 8
 
@@ -42,7 +34,7 @@ class Verdict:
 
 def meaning(code: int) -> str:
     """The installer's exit code in words."""
-    return EXIT_MEANINGS.get(code, f"exit code {code}")
+    return exit_meaning(code)
 
 
 def classify(code: int, error_lines: Sequence[str]) -> Verdict:
