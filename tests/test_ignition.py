@@ -120,7 +120,7 @@ def test_refused_install_config_fails_with_exit_3_meaning(runner, tmp_path: Path
     result = ignition(runner, inventory_path("legacy-4.3"), tmp_path)
     assert result.exit_code == 1
     assert "upi: error: openshift-install create manifests exited 3 (install-config error)\n" \
-        "  level=fatal msg=failed to fetch Master Machines" in result.stderr
+        "  FATAL failed to fetch Master Machines" in result.stderr
     assert "networkType OpenShiftSDN is not supported, please use OVNKubernetes" in result.stderr
     assert "upi: warning: openshift-install is 4.16 but the inventory says OpenShift 4.3" in result.stderr
     assert not (tmp_path / "out" / "http").exists()

@@ -61,8 +61,8 @@ def test_failure_carries_meaning_and_last_error_lines(tmp_path: Path) -> None:
         Installer(script, tmp_path).run("wait-for", "bootstrap-complete", on_line=seen.append)
     exc = info.value
     assert (exc.returncode, exc.meaning, exc.exit_code) == (5, "bootstrap failed", 1)
-    assert exc.error_lines == ["level=error msg=Bootstrap failed to complete",
-                               "level=fatal msg=Bootstrap failed to complete: timed out"]
+    assert exc.error_lines == ["ERROR Bootstrap failed to complete",
+                               "FATAL Bootstrap failed to complete: timed out"]
     assert str(exc).startswith("openshift-install wait-for bootstrap-complete exited 5 (bootstrap failed)")
     assert seen[0] == "level=info msg=Waiting up to 20m0s"
 

@@ -203,9 +203,11 @@ def ignition(
     certificates inside expire after 24 h.
     """
     from upi.ignition import make_ignition
+    from upi.installer_log import display
 
     result = make_ignition(inventory, assets, out, force=force, installer=openshift_install,
-                           on_line=lambda line: console.say_err(f"  {line}"), on_warning=console.warn)
+                           on_line=lambda line: console.say_err(f"  {display(line)}"),
+                           on_warning=console.warn)
     if result.moved_aside:
         console.say(f"moved the older install's files to {result.moved_aside}")
     console.print_table(f"Ignition files ({result.installer_version})", ["file", "sha256", "bytes", "url"],

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from upi.errors import CommandError, UsageError
+from upi.installer_log import display, parse_line
 from upi.runner import Streamed, run, stream
 
 PROGRAM = "openshift-install"
@@ -35,7 +36,6 @@ EXIT_MEANINGS: Mapping[int, str] = {
     8: "interrupted",
 }
 # Lines the installer writes when something goes wrong (logrus text format).
-_ERROR_LINE = re.compile(r"\blevel=(error|fatal)\b|^(ERROR|FATAL)\b")
 
 
 def exit_meaning(returncode: int | None) -> str:
@@ -65,8 +65,8 @@ class InstallerFailed(CommandError):
 
 def error_lines(tail: Sequence[str], limit: int = 10) -> list[str]:
     """The installer's last error/fatal lines; failing that, its last 5 lines."""
-    errors = [line for line in tail if _ERROR_LINE.search(line)]
-    return errors[-limit:] if errors else list(tail[-5:])
+    errors = [display(line) for line in tail if parse_line(line).level in ("error", "fatal")]
+    return errors[-limit:] if errors else [display(line) for line in tail[-5:]]
 
 
 def _mirror_hint(version: str | None) -> str:
@@ -117,7 +117,9 @@ def pull_secret_fragments(pull_secret: str) -> tuple[str, ...]:
     except ValueError:
         return tuple(forms)
     compact = json.dumps(doc, separators=(",", ":"))
-    forms |= {compact, json.dumps(compact)[1:-1]}
+    once = json.dumps(compact)[1:-1]
+    # Quoted once by field.Invalid, and once more by logrus when stderr is not a terminal.
+    forms |= {compact, once, json.dumps(once)[1:-1]}
     forms |= set(_strings(doc.get("auths") if isinstance(doc, dict) else None))
     return tuple(sorted((f for f in forms if f), key=len, reverse=True))
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from upi.errors import UpiError
-from upi.wait.logparse import LogEvent, parse_line
+from upi.installer_log import LogEvent, parse_line
 from upi.wait.policy import INTERRUPTED, classify, meaning
 from upi.wait.state import Stage, load_state, save_state
 

@@ -16,9 +16,10 @@ EventKind = Literal[
     "waiting_cluster", "waiting_operators", "install_complete", "console", "error", "other",
 ]
 
-_LOGFMT = re.compile(r'^time="[^"]*"\s+level=(\w+)\s+msg=(?:"((?:[^"\\]|\\.)*)"|(\S+))')
+_LOGFMT = re.compile(r'^time="[^"]*"\s+level=(\w+)\s+msg=(?:"((?:[^"\\]|\\.)*)"|(.*))')
 _TEXT = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|FATAL)\s+(.*)$")
-_PLAIN_LOGFMT = re.compile(r'^level=(\w+)\s+msg=(?:"((?:[^"\\]|\\.)*)"|(\S+))')
+# logrus quotes a message with spaces; an unquoted one runs to the end of the line.
+_PLAIN_LOGFMT = re.compile(r'^level=(\w+)\s+msg=(?:"((?:[^"\\]|\\.)*)"|(.*))')
 _PASSWORD = re.compile(r'(password:?\s*)("?)[^"\s]+("?)', re.IGNORECASE)
 
 _STAGES: list[tuple[re.Pattern[str], EventKind]] = [
@@ -69,6 +70,12 @@ def _split(line: str) -> tuple[Level, str]:
     if m:
         return _level(m.group(1)), m.group(2).strip()
     return "info", line.strip()
+
+
+def display(line: str) -> str:
+    """A log line as the installer shows it on a terminal: `LEVEL message`, secrets hidden."""
+    event = parse_line(line)
+    return f"{event.level.upper():<5} {event.message}" if line.strip() else ""
 
 
 def parse_line(line: str) -> LogEvent:

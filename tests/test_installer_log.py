@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from upi.wait.logparse import parse_line
+from upi.installer_log import parse_line
 from upi.wait.policy import classify
 from upi.wait.state import load_state, save_state
 
