@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bootvms_support import domain_root, node_uri, require_libvirt
+from bootvms_support import domain_root, node_uri, require_libvirt, shut_off
 from conftest import inventory_path
 
 from upi.errors import VmError
+from upi.facts import vm_specs
 from upi.inventory import load_inventory
+from upi.render import domain_xml
 from upi.vms import Connections, VmEvent, boot_vms, destroy_vm
 from upi.vms.plan import Action
 
@@ -54,7 +56,7 @@ def test_a_second_run_leaves_every_vm_alone(tmp_path: Path, conns) -> None:
     result = boot_vms(inv, connect=uri, connections=conns, report=events.append)
     assert [p.action for p in result.plans] == [Action.keep] * 4
     assert [str(e) for e in events] == [
-        f"{n}: exists (exists with the same MAC: left alone (running))" for n in VMS]
+        f"{n}: exists (same name and MAC: left alone, running)" for n in VMS]
 
 
 def test_uefi_vm_gets_the_pflash_loader(tmp_path: Path, conns, libvirt) -> None:
@@ -138,3 +140,17 @@ def test_destroy_removes_the_vm_and_its_disk(tmp_path: Path, conns, libvirt) -> 
         conn.storageVolLookupByPath("/var/lib/libvirt/images/dgxpod-bootstrap.qcow2")
     again = destroy_vm(inv, "bootstrap", connect=uri, connections=conns)
     assert (again.domain_removed, again.disk_removed) == (False, False)
+
+
+def test_a_conflict_changes_nothing_on_any_vm(tmp_path: Path, conns) -> None:
+    inv = load_inventory(inventory_path("dgxpod"), check_files=False)
+    other = shut_off(domain_xml(vm_specs(inv)[0]).replace("52:54:00:21:03:53", "52:54:00:99:99:99"))
+    uri = node_uri(tmp_path, other)
+    with pytest.raises(VmError) as err:
+        boot_vms(inv, connect=uri, connections=conns)
+    assert str(err.value) == (
+        f"nothing changed:\n  bootstrap on {uri}: domain exists but differs: MAC 52:54:00:99:99:99 "
+        "(inventory 52:54:00:21:03:53) (--replace redefines it)")
+    conn = conns.get(uri)
+    assert [d.name() for d in conn.listAllDomains()] == ["bootstrap"]
+    assert conn.storagePoolLookupByName("default").listVolumes() == []

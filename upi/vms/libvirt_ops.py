@@ -190,7 +190,7 @@ def apply(conn: Any, plan: VmPlan, report: Callable[[str, str], None]) -> None:
         old = lookup(conn, spec.name)
         if old is not None:
             remove_domain(old)
-            report("replaced", "old domain removed")
+            report("removed", "the differing domain")
         remove_disk(conn, spec.disk_path)  # a replaced VM installs onto a fresh disk
     if create_disk(conn, spec):
         report("disk created", f"{spec.disk_gib} GiB {spec.disk_path}")

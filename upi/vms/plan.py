@@ -65,12 +65,13 @@ class VmPlan:
         if self.problems:
             return "; ".join(self.problems)
         if self.action is Action.keep and self.existing:
-            return "exists with the same MAC: left alone (" + (
-                "running)" if self.existing.running else "shut off)")
+            state = "running" if self.existing.running else "shut off"
+            return f"same name and MAC: left alone, {state}"
+        if self.action is Action.recreate:
+            return f"remove the differing domain, create a fresh {self.spec.disk_gib} GiB disk, define, start"
         disk = "disk exists" if self.disk and self.disk.exists else (
             f"create {self.spec.disk_gib} GiB disk in pool {self.disk.pool}" if self.disk else "")
-        verb = "replace the domain" if self.action is Action.recreate else "define"
-        return f"{disk}, {verb}, start" if disk else f"{verb}, start"
+        return f"{disk}, define, start" if disk else "define, start"
 
 
 def targets(inv: Inventory, connect: str | None = None) -> list[VmSpec]:
