@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -58,11 +58,23 @@ def by_hypervisor(specs: list[VmSpec]) -> dict[str, list[VmSpec]]:
     return groups
 
 
-def per_hypervisor(groups: dict[str, list[VmSpec]], job: Callable[[str, list[VmSpec]], T]) -> dict[str, T]:
-    """Run `job(uri, specs)` for every hypervisor at once; every failure is reported, not just the first."""
+def per_hypervisor(groups: dict[str, list[VmSpec]], job: Callable[[str, list[VmSpec]], T],
+                   on_abort: Callable[[], None] | None = None) -> dict[str, T]:
+    """Run `job(uri, specs)` for every hypervisor at once; every failure is reported, not just the first.
+
+    `on_abort` runs when the caller is interrupted (Ctrl-C), before waiting for the jobs to end.
+    """
     libvirt = ops.libvirt_module()
-    with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, len(groups)))
+    try:
         futures = {uri: pool.submit(job, uri, specs) for uri, specs in groups.items()}
+        wait(futures.values())
+    except BaseException:
+        if on_abort:
+            on_abort()
+        raise
+    finally:
+        pool.shutdown(wait=True)
     results: dict[str, T] = {}
     errors: list[str] = []
     for uri, future in futures.items():
@@ -159,11 +171,8 @@ def watch_vms_on(conns: ops.Connections, groups: dict[str, list[VmSpec]], *, tim
         return watch_hypervisor(conns.get(uri), specs, deadline=deadline, poll=poll,
                                 report=report, stop=stop)
 
-    try:
-        left = per_hypervisor(groups, job)
-    except BaseException:
-        stop.set()  # Ctrl-C or a failure elsewhere: the other watchers end at their next look
-        raise
+    # Ctrl-C: every watcher ends at its next look instead of at the deadline.
+    left = per_hypervisor(groups, job, on_abort=stop.set)
     return sorted(name for names in left.values() for name in names)
 
 
