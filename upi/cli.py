@@ -221,6 +221,44 @@ def ignition(
     console.say(f"admin credentials: {assets / 'auth' / 'kubeconfig'} and kubeadmin-password (0600)")
 
 
+@app.command(
+    "boot-vms",
+    epilog="\b\nExamples:\n  upi boot-vms inventories/dgxpod.yaml --dry-run\n"
+    "  upi boot-vms inventories/dgxpod.yaml --watch --timeout 3600\n"
+    "  upi boot-vms inventories/dgxpod.yaml --connect qemu+ssh://root@kvm1/system\n"
+    "  upi boot-vms inventories/dgxpod.yaml --destroy bootstrap",
+)
+def boot_vms(
+    inventory: InventoryArg,
+    connect: Annotated[
+        str | None,
+        typer.Option("--connect", metavar="URI", help="libvirt URI for every VM (overrides the inventory)."),
+    ] = None,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", help="Wait for each install to power its VM off, then start it from disk."),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Change nothing; print the plan and domain XML.")
+    ] = False,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Redefine VMs that exist but differ from the inventory.")
+    ] = False,
+    destroy: Annotated[
+        str | None, typer.Option("--destroy", metavar="NAME", help="Remove the VM NAME and its disk.")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", metavar="S", help="Seconds --watch waits in all.")
+    ] = 3600,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create and start the bootstrap and master VMs with libvirt (docs/boot-vms.md)."""
+    from upi.commands.boot_vms import run
+
+    run(inventory, connect=connect, watch=watch, dry_run=dry_run, replace=replace, destroy=destroy,
+        timeout=timeout, as_json=as_json)
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="upi")

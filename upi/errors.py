@@ -65,3 +65,11 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
         return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class VmError(UpiError):
+    """A libvirt operation on a VM node failed, or a VM differs from the inventory."""
+
+
+class MissingExtra(UpiError):
+    """An optional dependency is not installed; the message names the pip extra."""
