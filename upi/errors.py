@@ -65,3 +65,7 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
         return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class ClusterError(UpiError):
+    """The cluster's API could not be reached, or refused a request."""
