@@ -226,6 +226,7 @@ def _table(items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as Go's net/http: no 40 ms delayed-ACK stalls per response
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's signature
         pass
