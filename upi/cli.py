@@ -6,6 +6,7 @@ commands so that `upi --help` stays fast.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -156,6 +157,7 @@ def approve_csr(
 
     def log(record: Any) -> None:
         console.say(record.line(as_json))
+        sys.stdout.flush()  # under systemd stdout is a pipe: each decision reaches the journal now
 
     try:
         run(inventory, kubeconfig=kubeconfig, assets=assets, mode="watch" if watch else "once",
