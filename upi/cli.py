@@ -6,6 +6,7 @@ commands so that `upi --help` stays fast.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -257,6 +258,57 @@ def boot_vms(
 
     run(inventory, connect=connect, watch=watch, dry_run=dry_run, replace=replace, destroy=destroy,
         timeout=timeout, as_json=as_json)
+
+
+@app.command(
+    "approve-csr",
+    epilog="\b\nExamples:\n  upi approve-csr inventories/dgxpod.yaml --dir install --once\n"
+    "  upi approve-csr inventories/dgxpod.yaml --kubeconfig install/auth/kubeconfig --watch --json\n"
+    "  upi approve-csr inventories/dgxpod.yaml --once --dry-run\n"
+    "  upi approve-csr inventories/dgxpod.yaml --manifests | oc apply -f -"
+)
+def approve_csr(
+    inventory: InventoryArg,
+    kubeconfig: Annotated[
+        Path | None, typer.Option("--kubeconfig", help="Kubeconfig (default: KUBECONFIG, then "
+                                  "DIR/auth/kubeconfig, then the pod's service account).")
+    ] = None,
+    assets: Annotated[
+        Path | None, typer.Option("--dir", help="The installer's asset directory (uses its auth/kubeconfig).")
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="Decide every pending CSR, then exit (default).")]
+    = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Keep watching; approve as CSRs arrive.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide and log; approve nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per decision.")] = False,
+    manifests: Annotated[
+        bool, typer.Option("--manifests", help="Print the in-cluster form (RBAC + Deployment) as YAML.")
+    ] = False,
+    image: Annotated[str | None, typer.Option("--image", help="Image for --manifests' Deployment.")] = None,
+) -> None:
+    """Approve the node CSRs of the inventory's nodes, and only those (docs/approve-csr.md)."""
+    from upi.errors import UsageError
+
+    if once and watch:
+        raise UsageError("--once and --watch exclude each other")
+    if manifests:
+        from upi.csr.manifests import IMAGE, manifests_yaml
+        from upi.inventory import load_inventory
+
+        load_inventory(inventory, check_files=False)  # refuse to ship an invalid inventory
+        console.say(manifests_yaml(inventory.read_text(encoding="utf-8"), image or IMAGE).rstrip("\n"))
+        return
+    from upi.commands.approve_csr import approve_csr as run
+
+    def log(record: Any) -> None:
+        console.say(record.line(as_json))
+        sys.stdout.flush()  # under systemd stdout is a pipe: each decision reaches the journal now
+
+    try:
+        run(inventory, kubeconfig=kubeconfig, assets=assets, mode="watch" if watch else "once",
+            dry_run=dry_run, log=log)
+    except KeyboardInterrupt:
+        return
 
 
 def main() -> None:

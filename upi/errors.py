@@ -73,3 +73,7 @@ class VmError(UpiError):
 
 class MissingExtra(UpiError):
     """An optional dependency is not installed; the message names the pip extra."""
+
+
+class ClusterError(UpiError):
+    """The cluster's API could not be reached, or refused a request."""

@@ -1,0 +1,1 @@
+"""`upi approve-csr`: approve exactly the inventory's node CSRs (docs/approve-csr.md)."""

@@ -1,0 +1,80 @@
+"""Which kubeconfig approve-csr uses, and verified TLS clients built from it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from upi.errors import ClusterError, UsageError
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def find_kubeconfig(explicit: Path | None, assets: Path | None = None) -> Path | None:
+    """--kubeconfig, else KUBECONFIG, else ASSETS/auth/kubeconfig; None means in-cluster.
+
+    Raises UsageError when none applies and the process is not in a pod.
+    """
+    if explicit is not None:
+        return explicit
+    env = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if env:
+        return next((Path(p) for p in env if Path(p).is_file()), Path(env[0]))
+    if assets is not None:
+        return assets / "auth" / "kubeconfig"
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and (SERVICE_ACCOUNT / "token").is_file():
+        return None
+    raise UsageError("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or pass --dir with the "
+                     "installer's asset directory (it holds auth/kubeconfig)")
+
+
+@dataclass
+class Connection:
+    """A typed lightkube client and the raw HTTP client the watch streams with."""
+
+    api: Any  # lightkube.Client
+    http: Any  # httpx2.Client (lightkube's transport: same TLS and credentials)
+    server: str
+
+    def close(self) -> None:
+        """Release both connection pools."""
+        self.api.close()
+        self.http.close()
+
+
+def _config(kubeconfig: Path | None) -> Any:
+    from lightkube.config.kubeconfig import KubeConfig
+    from lightkube.core.exceptions import ConfigError
+
+    try:
+        if kubeconfig is None:
+            return KubeConfig.from_service_account(SERVICE_ACCOUNT).get()
+        return KubeConfig.from_file(kubeconfig).get()
+    except (ConfigError, OSError, KeyError, TypeError, ValueError) as exc:
+        where = kubeconfig or "the pod's service account"
+        raise UsageError(f"{where}: cannot use this kubeconfig: {exc}") from None
+
+
+def connect(kubeconfig: Path | None, *, timeout: float = 10.0) -> Connection:
+    """Clients for the kubeconfig's current context; TLS is always verified."""
+    import httpx2
+    from lightkube import Client
+    from lightkube.config.client_adapter import Client as http_client
+    from lightkube.config.client_adapter import ConnectionParams
+
+    config = _config(kubeconfig)
+    where = kubeconfig or "the pod's service account"
+    server = str(config.cluster.server)
+    if config.cluster.insecure:
+        raise UsageError(f"{where}: insecure-skip-tls-verify is set; upi approves certificates "
+                         "only over a verified connection")
+    if not server.startswith("https://"):
+        raise UsageError(f"{where}: server {server} is not https://")
+    try:
+        api = Client(config, timeout=httpx2.Timeout(timeout))
+        http = http_client(config, ConnectionParams(timeout=httpx2.Timeout(timeout)))
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: bad CA or key data
+        raise ClusterError(f"{where}: cannot set up TLS: {exc}") from None
+    return Connection(api, http, server)
