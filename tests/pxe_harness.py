@@ -191,13 +191,17 @@ class Lab:
         self.workdir.mkdir(parents=True, exist_ok=True)
         run(["ip", "netns", "add", self.ns], timeout=10)
         self.created = True
-        for argv in (["link", "set", "lo", "up"],
-                     ["link", "add", self.bridge, "type", "bridge"],
-                     ["addr", "add", self.address, "dev", self.bridge],
-                     # Router advertisements on this prefix spare iPXE a 10-15 s IPv6 wait.
-                     ["addr", "add", "2001:db8:99::1/64", "dev", self.bridge],
-                     ["link", "set", self.bridge, "up"]):
-            self.ip(*argv)
+        try:
+            for argv in (["link", "set", "lo", "up"],
+                         ["link", "add", self.bridge, "type", "bridge"],
+                         ["addr", "add", self.address, "dev", self.bridge],
+                         # Router advertisements on this prefix spare iPXE a 10-15 s IPv6 wait.
+                         ["addr", "add", "2001:db8:99::1/64", "dev", self.bridge],
+                         ["link", "set", self.bridge, "up"]):
+                self.ip(*argv)
+        except BaseException:
+            self.close()  # __exit__ does not run when __enter__ fails
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
