@@ -10,9 +10,13 @@ DEMO_OUT ?= out/dgxpod
 APT_PACKAGES := dnsmasq-base haproxy openssh-server openssh-client libvirt-dev pkg-config \
 	virtinst busybox-static qemu-system-x86 ipxe-qemu pxelinux syslinux-common ovmf \
 	grub-efi-amd64-bin grub-common iproute2 bind9-dnsutils curl cpio
-APT_PROGRAMS := dnsmasq haproxy sshd virt-install qemu-system-x86_64 grub-mkimage dig busybox
+APT_PROGRAMS := dnsmasq haproxy sshd virt-install qemu-system-x86_64 grub-mkimage dig busybox ip
+# The PXE tests also `apt-get download` a Debian kernel (not installed) and
+# cache it under $${XDG_CACHE_HOME:-~/.cache}/upi-test (tests/pxe_harness.py).
+PXE_FILES := /usr/lib/PXELINUX/pxelinux.0 /usr/lib/syslinux/modules/bios/ldlinux.c32 \
+	/usr/share/OVMF/OVMF_CODE.fd /usr/share/OVMF/OVMF_VARS.fd /usr/lib/grub/x86_64-efi/linux.mod
 
-.PHONY: demo test lint unit system-deps venv bench docs clean
+.PHONY: demo test lint unit pxe system-deps venv bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +33,7 @@ venv: $(VENV)/.installed
 system-deps:
 	@missing=0; for p in $(APT_PROGRAMS); do \
 	  command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || missing=1; done; \
-	[ -f /usr/lib/PXELINUX/pxelinux.0 ] && [ -f /usr/share/OVMF/OVMF_CODE.fd ] || missing=1; \
+	for f in $(PXE_FILES); do [ -f $$f ] || missing=1; done; \
 	if [ $$missing = 1 ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing test programs with apt-get"; \
@@ -51,6 +55,10 @@ unit: venv
 	$(BIN)/pytest -q
 
 test: system-deps venv lint unit
+
+# Only the network-boot tests (root; about 1.5 minutes): docs/testing.md.
+pxe: system-deps venv
+	$(BIN)/pytest -q -m pxe
 
 bench: venv system-deps
 	$(BIN)/python bench/run.py

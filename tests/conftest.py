@@ -69,3 +69,13 @@ def fake_openshift_install(monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("UPI_OPENSHIFT_INSTALL", str(FAKE_OPENSHIFT_INSTALL))
     monkeypatch.delenv("FAKE_OPENSHIFT_INSTALL_VERSION", raising=False)
     return FAKE_OPENSHIFT_INSTALL
+
+
+def require_path(path: str, what: str) -> Path:
+    """A file or device a real-program test needs; under CI=true its absence fails the test."""
+    if Path(path).exists():
+        return Path(path)
+    message = f"{path} ({what}) is missing (make system-deps installs it)"
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)

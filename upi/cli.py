@@ -107,7 +107,8 @@ def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
 
 @app.command(
     epilog="\b\nExamples:\n  upi render inventories/dgxpod.yaml -o out/dgxpod\n"
-    "  upi render inventories/dgxpod.yaml -o out/dgxpod --dry-run --diff"
+    "  upi render inventories/dgxpod.yaml -o out/dgxpod --dry-run --diff\n"
+    "  upi render inventories/dgxpod.yaml -o out/dgxpod --bootloaders"
 )
 def render(
     inventory: InventoryArg,
@@ -119,11 +120,17 @@ def render(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Write nothing; show what would change.")
     ] = False,
+    bootloaders: Annotated[
+        bool,
+        typer.Option("--bootloaders", help="Also stage pxelinux.0, ldlinux.c32 and grubx64.efi "
+                     "from this host's packages into tftp/."),
+    ] = False,
 ) -> None:
     """Write every config file of the install (layout in docs/render.md)."""
     from upi.commands.render import render as do_render
 
-    result = do_render(inventory, out, diff=diff, force=force, dry_run=dry_run)
+    result = do_render(inventory, out, diff=diff, force=force, dry_run=dry_run,
+                       bootloaders=bootloaders)
     if result.diff:
         console.say(result.diff.rstrip("\n"))
     counts = {s: sum(1 for c in result.changes if c.status == s)

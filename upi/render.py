@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from upi import __version__
@@ -135,8 +136,8 @@ def install_config_yaml(inv: Inventory) -> str:
     return render_template("install-config.yaml.j2", config=install_config(inv), **_common(inv))
 
 
-def render_inventory(inv: Inventory) -> list[RenderedFile]:
-    """Every file of the render layout, manifest.json last."""
+def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = ()) -> list[RenderedFile]:
+    """Every file of the render layout plus `extra` (e.g. boot loaders), manifest.json last."""
     config = install_config_yaml(inv)
     files = [
         _file("install-config.yaml", config, SECRET),
@@ -147,5 +148,6 @@ def render_inventory(inv: Inventory) -> list[RenderedFile]:
         haproxy_cfg(inv),
         *_vms(inv),
         *_csr(inv),
+        *extra,
     ]
     return [*files, manifest(files, inv)]

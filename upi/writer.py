@@ -84,10 +84,20 @@ def unified_diff(out: Path, files: list[RenderedFile], changes: list[Change]) ->
         if (new and new.mode == 0o600) or (old_path.exists() and old_path.stat().st_mode & 0o077 == 0):
             chunks.append(f"--- {change.path}: {change.status} (holds secrets: not shown)\n")
             continue
-        old = old_path.read_text(errors="replace").splitlines(True) if old_path.exists() else []
-        new_lines = new.content.decode().splitlines(True) if new else []
+        old_bytes = old_path.read_bytes() if old_path.exists() else b""
+        new_bytes = new.content if new else b""
+        if _binary(old_bytes) or _binary(new_bytes):
+            chunks.append(f"--- {change.path}: {change.status} (binary: not shown)\n")
+            continue
+        old = old_bytes.decode(errors="replace").splitlines(True)
+        new_lines = new_bytes.decode(errors="replace").splitlines(True)
         chunks.extend(difflib.unified_diff(old, new_lines, f"a/{change.path}", f"b/{change.path}"))
     return "".join(chunks)
+
+
+def _binary(content: bytes) -> bool:
+    """Boot loaders (--bootloaders) are binary; a NUL byte in the first 8 KiB says so, as git does."""
+    return b"\0" in content[:8192]
 
 
 def write_tree(out: Path, files: list[RenderedFile], *, force: bool = False) -> list[Change]:

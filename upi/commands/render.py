@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from upi.bootloaders import stage_bootloaders
 from upi.inventory import Inventory, load_inventory
 from upi.inventory.rules import warnings
 from upi.render import RenderedFile, render_inventory
@@ -48,10 +49,15 @@ class RenderResult:
 
 
 def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = False,
-           dry_run: bool = False) -> RenderResult:
-    """Load, render to memory, and write unless `dry_run`."""
+           dry_run: bool = False, bootloaders: bool = False) -> RenderResult:
+    """Load, render to memory, and write unless `dry_run`.
+
+    With `bootloaders`, the host's pxelinux.0, ldlinux.c32 and grubx64.efi
+    join the tftp/ tree (and manifest.json) like any rendered file.
+    """
     inv = load_inventory(inventory)
-    files: list[RenderedFile] = render_inventory(inv)
+    extra = stage_bootloaders() if bootloaders else []
+    files: list[RenderedFile] = render_inventory(inv, extra)
     changes = plan(out, files)
     text = unified_diff(out, files, changes) if diff else None
     if dry_run:
