@@ -101,3 +101,16 @@ def test_missing_boot_loader_is_exit_1_with_the_message(runner, tmp_path: Path, 
     assert result.exit_code == 1
     assert "missing pxelinux.0" in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_a_render_without_the_flag_keeps_the_staged_loaders(runner, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert runner.invoke(app, ["render", str(inventory_path("dgxpod")), "-o", str(out),
+                               "--bootloaders"]).exit_code == 0
+    before = (out / "tftp" / "grubx64.efi").read_bytes()
+    result = runner.invoke(app, ["render", str(inventory_path("dgxpod")), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "0 removed" in result.output
+    assert (out / "tftp" / "grubx64.efi").read_bytes() == before
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {"tftp/pxelinux.0", "tftp/ldlinux.c32", "tftp/grubx64.efi"} <= set(manifest["files"])

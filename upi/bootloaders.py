@@ -119,3 +119,22 @@ def stage_bootloaders(*, root: Path = Path("/"), path: str | None = None) -> lis
         raise RenderError("cannot stage the network boot loaders; missing " + "; ".join(missing))
     return [RenderedFile(f"tftp/{name}", content, PUBLIC)
             for name, content in found.items() if content is not None]
+
+
+BOOTLOADER_PATHS = (f"tftp/{PXELINUX_IMAGE}", f"tftp/{LDLINUX}", f"tftp/{GRUB_IMAGE}")
+
+
+def kept_bootloaders(out: Path, previous: dict[str, str]) -> list[RenderedFile]:
+    """Loaders an earlier `render --bootloaders` staged in `out`, carried into this render.
+
+    A later render without the flag must not delete the boot loaders the
+    nodes PXE-boot from; they stay (and stay in manifest.json) until a render
+    with --bootloaders replaces them. `previous` is the last manifest's files.
+    """
+    kept = []
+    for rel in BOOTLOADER_PATHS:
+        path = out / rel
+        if rel in previous and path.is_file():
+            kept.append(RenderedFile(rel, path.read_bytes(), PUBLIC))
+    return kept
+

@@ -28,7 +28,7 @@ class Change:
     status: Status
 
 
-def _previous(out: Path) -> dict[str, str]:
+def previous_files(out: Path) -> dict[str, str]:
     """Files the last render wrote (from its manifest.json), path -> sha256."""
     try:
         doc = json.loads((out / MANIFEST).read_text())
@@ -60,7 +60,7 @@ def plan(out: Path, files: list[RenderedFile]) -> list[Change]:
         else:
             changes.append(Change(f.path, "unchanged"))
     wanted = {f.path for f in files}
-    for path in sorted(set(_previous(out)) - wanted):
+    for path in sorted(set(previous_files(out)) - wanted):
         if (out / path).exists():
             changes.append(Change(path, "removed"))
     return changes
@@ -68,7 +68,7 @@ def plan(out: Path, files: list[RenderedFile]) -> list[Change]:
 
 def foreign_files(out: Path, files: list[RenderedFile]) -> list[str]:
     """Files in `out` that upi did not write (neither now nor last time)."""
-    ours = set(_previous(out)) | {f.path for f in files} | {MANIFEST}
+    ours = set(previous_files(out)) | {f.path for f in files} | {MANIFEST}
     return sorted(p for p in _existing(out) - ours if not p.startswith(OWNED_ELSEWHERE))
 
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from upi.bootloaders import stage_bootloaders
+from upi.bootloaders import kept_bootloaders, stage_bootloaders
 from upi.inventory import Inventory, load_inventory
 from upi.inventory.rules import warnings
 from upi.render import RenderedFile, render_inventory
-from upi.writer import Change, plan, unified_diff, write_tree
+from upi.writer import Change, plan, previous_files, unified_diff, write_tree
 
 
 def summary(inv: Inventory) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
     join the tftp/ tree (and manifest.json) like any rendered file.
     """
     inv = load_inventory(inventory)
-    extra = stage_bootloaders() if bootloaders else []
+    extra = stage_bootloaders() if bootloaders else kept_bootloaders(out, previous_files(out))
     files: list[RenderedFile] = render_inventory(inv, extra)
     changes = plan(out, files)
     text = unified_diff(out, files, changes) if diff else None
