@@ -156,8 +156,8 @@ class _Pipeline:
                 self._send(p)
                 continue
             del self.pending[qid]
-            self.results[p.index] = Answer(
-                "", error=f"no answer in {p.tries} tries of {self.timeout:g} s")
+            tries = "1 try" if p.tries == 1 else f"{p.tries} tries"
+            self.results[p.index] = Answer("", error=f"no answer in {tries} of {self.timeout:g} s")
             self.progress(1)
 
 
