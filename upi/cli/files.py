@@ -1,87 +1,14 @@
-"""The `upi` command line: thin Typer adapters over the library.
-
-Heavy modules (pydantic, jinja2, libvirt, lightkube) are imported inside the
-commands so that `upi --help` stays fast.
-"""
+"""Commands that write files: validate, render, schema, push, ignition."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from typer.core import TyperGroup
 
 from upi import console
-
-
-class UpiGroup(TyperGroup):
-    """Maps every UpiError to its message and exit code: the one place that does."""
-
-    def invoke(self, ctx: Any) -> Any:
-        """Run the command; a UpiError becomes a message and an exit code."""
-        from upi.errors import InventoryError, UpiError
-
-        try:
-            return super().invoke(ctx)
-        except InventoryError as exc:
-            n = len(exc.problems)
-            if n > 1:
-                console.error(f"the inventory has {n} problems:")
-                for problem in exc.problems:
-                    console.say_err(f"  {problem}")
-            else:
-                console.error(exc.problems[0] if exc.problems else str(exc))
-            raise typer.Exit(exc.exit_code) from None
-        except UpiError as exc:
-            console.error(str(exc))
-            raise typer.Exit(exc.exit_code) from None
-
-
-app = typer.Typer(
-    cls=UpiGroup,
-    name="upi",
-    help="OpenShift 4 bare-metal UPI from one inventory file.",
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-
-def _version(value: bool) -> None:
-    if value:
-        from upi import __version__
-
-        console.say(f"upi {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback(
-    epilog="\b\nQuick start:\n  upi validate inventories/dgxpod.yaml\n"
-    "  upi render inventories/dgxpod.yaml -o out/dgxpod\n"
-    "Reference: docs/cli.md; the inventory: docs/inventory.md"
-)
-def _root(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
-    ] = False,
-) -> None:
-    """OpenShift 4 bare-metal UPI from one inventory file.
-
-    Renders install-config, DNS, DHCP/PXE, HAProxy and VM definitions, checks
-    them, boots the control-plane VMs, approves node CSRs safely and drives
-    the installer to the end.
-    """
-
-
-InventoryArg = Annotated[
-    Path, typer.Argument(metavar="INVENTORY", help="The inventory YAML file.", show_default=False)
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+from upi.cli.base import InventoryArg, JsonOpt, app
 
 
 @app.command(
@@ -229,95 +156,3 @@ def ignition(
     console.say(f"admin credentials: {assets / 'auth' / 'kubeconfig'} and kubeadmin-password (0600)")
 
 
-@app.command(
-    "boot-vms",
-    epilog="\b\nExamples:\n  upi boot-vms inventories/dgxpod.yaml --dry-run\n"
-    "  upi boot-vms inventories/dgxpod.yaml --watch --timeout 3600\n"
-    "  upi boot-vms inventories/dgxpod.yaml --connect qemu+ssh://root@kvm1/system\n"
-    "  upi boot-vms inventories/dgxpod.yaml --destroy bootstrap",
-)
-def boot_vms(
-    inventory: InventoryArg,
-    connect: Annotated[
-        str | None,
-        typer.Option("--connect", metavar="URI", help="libvirt URI for every VM (overrides the inventory)."),
-    ] = None,
-    watch: Annotated[
-        bool,
-        typer.Option("--watch", help="Wait for each install to power its VM off, then start it from disk."),
-    ] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Change nothing; print the plan and domain XML.")
-    ] = False,
-    replace: Annotated[
-        bool, typer.Option("--replace", help="Redefine VMs that exist but differ from the inventory.")
-    ] = False,
-    destroy: Annotated[
-        str | None, typer.Option("--destroy", metavar="NAME", help="Remove the VM NAME and its disk.")
-    ] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", metavar="S", help="Seconds --watch waits in all.")
-    ] = 3600,
-    as_json: JsonOpt = False,
-) -> None:
-    """Create and start the bootstrap and master VMs with libvirt (docs/boot-vms.md)."""
-    from upi.commands.boot_vms import run
-
-    run(inventory, connect=connect, watch=watch, dry_run=dry_run, replace=replace, destroy=destroy,
-        timeout=timeout, as_json=as_json)
-
-
-@app.command(
-    "approve-csr",
-    epilog="\b\nExamples:\n  upi approve-csr inventories/dgxpod.yaml --dir install --once\n"
-    "  upi approve-csr inventories/dgxpod.yaml --kubeconfig install/auth/kubeconfig --watch --json\n"
-    "  upi approve-csr inventories/dgxpod.yaml --once --dry-run\n"
-    "  upi approve-csr inventories/dgxpod.yaml --manifests | oc apply -f -"
-)
-def approve_csr(
-    inventory: InventoryArg,
-    kubeconfig: Annotated[
-        Path | None, typer.Option("--kubeconfig", help="Kubeconfig (default: KUBECONFIG, then "
-                                  "DIR/auth/kubeconfig, then the pod's service account).")
-    ] = None,
-    assets: Annotated[
-        Path | None, typer.Option("--dir", help="The installer's asset directory (uses its auth/kubeconfig).")
-    ] = None,
-    once: Annotated[bool, typer.Option("--once", help="Decide every pending CSR, then exit (default).")]
-    = False,
-    watch: Annotated[bool, typer.Option("--watch", help="Keep watching; approve as CSRs arrive.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide and log; approve nothing.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per decision.")] = False,
-    manifests: Annotated[
-        bool, typer.Option("--manifests", help="Print the in-cluster form (RBAC + Deployment) as YAML.")
-    ] = False,
-    image: Annotated[str | None, typer.Option("--image", help="Image for --manifests' Deployment.")] = None,
-) -> None:
-    """Approve the node CSRs of the inventory's nodes, and only those (docs/approve-csr.md)."""
-    from upi.errors import UsageError
-
-    if once and watch:
-        raise UsageError("--once and --watch exclude each other")
-    if manifests:
-        from upi.csr.manifests import IMAGE, manifests_yaml
-        from upi.inventory import load_inventory
-
-        load_inventory(inventory, check_files=False)  # refuse to ship an invalid inventory
-        console.say(manifests_yaml(inventory.read_text(encoding="utf-8"), image or IMAGE).rstrip("\n"))
-        return
-    from upi.commands.approve_csr import approve_csr as run
-
-    def log(record: Any) -> None:
-        console.say(record.line(as_json))
-        sys.stdout.flush()  # under systemd stdout is a pipe: each decision reaches the journal now
-
-    try:
-        run(inventory, kubeconfig=kubeconfig, assets=assets, mode="watch" if watch else "once",
-            dry_run=dry_run, log=log)
-    except KeyboardInterrupt:
-        return
-
-
-def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="upi")

@@ -1,0 +1,211 @@
+"""Real servers on loopback for the `upi check` tests: dnsmasq, haproxy, HTTP, TCP/TLS backends."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import dns.message
+import dns.query
+from conftest import require
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_until(ready, what: str, limit: float = 10.0) -> None:
+    """Poll `ready()`; a server that never comes up fails the test with `what`."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if ready():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{what} did not come up")
+
+
+@contextlib.contextmanager
+def dnsmasq(conf: Path) -> Iterator[int]:
+    """Real dnsmasq serving `conf` on a loopback port (test-harness.md's command line)."""
+    port = free_port(socket.SOCK_DGRAM)
+    proc = subprocess.Popen(
+        [require("dnsmasq"), "--keep-in-foreground", "--no-resolv", "--no-hosts",
+         f"--listen-address={LOOPBACK}", f"--port={port}", "--bind-interfaces",
+         f"--conf-file={conf}", "--pid-file=", "--log-facility=-"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def answers() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"dnsmasq exited: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
+        try:
+            dns.query.udp(dns.message.make_query("probe.invalid", "A"), LOOPBACK, port=port,
+                          timeout=0.2)
+        except dns.exception.Timeout:
+            return False
+        return True
+
+    try:
+        _wait_until(answers, "dnsmasq")
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+
+@contextlib.contextmanager
+def http_server(root: Path) -> Iterator[int]:
+    """http.server serving `root` on a loopback port (it sends Last-Modified from mtime)."""
+    server = ThreadingHTTPServer((LOOPBACK, 0), partial(_Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
+def tcp_backend(handler=None) -> Iterator[int]:
+    """A TCP server that accepts and holds each connection open (or runs `handler(conn)`)."""
+    srv = socket.socket()
+    srv.bind((LOOPBACK, 0))
+    srv.listen(64)
+    stop = threading.Event()
+    conns: list[socket.socket] = []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            conns.append(conn)
+            if handler:
+                threading.Thread(target=handler, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield int(srv.getsockname()[1])
+    finally:
+        stop.set()
+        srv.close()
+        for c in conns:
+            c.close()
+
+
+def self_signed(tmp: Path) -> ssl.SSLContext:
+    """A server TLS context with a throwaway self-signed certificate (like the API's, untrusted)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "api-fake")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(1)
+            .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(hours=1))
+            .sign(key, hashes.SHA256()))
+    (tmp / "api.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp / "api.key").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(tmp / "api.crt", tmp / "api.key")
+    return ctx
+
+
+def readyz_handler(ctx: ssl.SSLContext, body: bytes = b"ok", status: str = "200 OK"):
+    """A fake kube-apiserver /readyz over TLS: the real path, status line and body."""
+
+    def handle(conn: socket.socket) -> None:
+        try:
+            with ctx.wrap_socket(conn, server_side=True) as tls:
+                request = tls.recv(4096)
+                if request.startswith(b"GET /readyz "):
+                    tls.sendall(f"HTTP/1.0 {status}\r\nContent-Type: text/plain\r\n\r\n".encode() + body)
+                else:
+                    tls.sendall(b"HTTP/1.0 404 Not Found\r\n\r\n")
+        except (OSError, ssl.SSLError):
+            pass  # a TCP-only probe that hangs up before the handshake
+
+    return handle
+
+
+HAPROXY_CFG = """\
+global
+    stats socket {stats} level admin
+defaults
+    mode tcp
+    retries 1
+    timeout connect 1s
+    timeout client 10s
+    timeout server 10s
+    timeout check 1s
+"""
+
+
+@contextlib.contextmanager
+def haproxy(tmp: Path, frontends: dict[int, int]) -> Iterator[Path]:
+    """Real haproxy: each loopback frontend port -> one backend port, checked every 300 ms."""
+    stats = tmp / "haproxy.stats"
+    cfg = HAPROXY_CFG.format(stats=stats)
+    for front, back in frontends.items():
+        cfg += (f"listen p{front}\n    bind {LOOPBACK}:{front}\n"
+                f"    server s{front} {LOOPBACK}:{back} check inter 300ms fall 2 rise 1\n")
+    (tmp / "haproxy.cfg").write_text(cfg)
+    proc = subprocess.Popen([require("haproxy"), "-db", "-f", str(tmp / "haproxy.cfg")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_until(stats.exists, "haproxy")
+        yield stats
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def server_states(stats: Path) -> dict[str, str]:
+    """`show stat` on the admin socket: server name -> UP/DOWN."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(stats))
+        s.sendall(b"show stat\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    out = {}
+    for line in data.decode().splitlines():
+        f = line.split(",")
+        if len(f) > 17 and f[1] not in ("FRONTEND", "BACKEND", "svname"):
+            out[f[1]] = f[17].split(" ")[0]
+    return out
+
+
+def wait_for_states(stats: Path, want: dict[str, str]) -> None:
+    """Until haproxy's health checks agree with `want` (not a timed assertion: a wait)."""
+    def agrees() -> bool:
+        try:
+            states = server_states(stats)
+        except OSError:
+            return False
+        return all(states.get(k) == v for k, v in want.items())
+
+    _wait_until(agrees, f"haproxy server states {want}")

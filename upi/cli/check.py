@@ -1,0 +1,146 @@
+"""`upi check dns|lb|http|all`: a sub-app of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+
+from upi.cli.base import InventoryArg, JsonOpt, UpiGroup, app
+
+check_app = typer.Typer(
+    cls=UpiGroup,
+    help="Prove DNS, the load balancer and the HTTP server are ready (docs/check.md).",
+    epilog="\b\nExamples:\n  upi check all inventories/dgxpod.yaml\n"
+    "  upi check dns inventories/dgxpod.yaml --server 10.33.3.18 --json",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(check_app, name="check")
+
+ServerOpt = Annotated[str | None, typer.Option(
+    "--server", metavar="HOST", help="Probe this host instead of the inventory's.",
+    show_default=False)]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.05, help="Seconds per probe.")]
+RetriesOpt = Annotated[int, typer.Option("--retries", min=0, help="Tries more after a timeout.")]
+ConcurrencyOpt = Annotated[int, typer.Option(
+    "--concurrency", min=1, max=1024, help="Probes in flight at once.")]
+PortMapOpt = Annotated[list[str] | None, typer.Option(
+    "--port-map", metavar="LB_PORT=PORT",
+    help="Dial PORT for the LB port (a tunnel or test LB); repeatable.", show_default=False)]
+ClusterUpOpt = Annotated[bool, typer.Option(
+    "--cluster-up", help="The nodes run: a pool with no live server and a failing /readyz fail.")]
+
+
+def _check(area: Literal["dns", "lb", "http", "all"], inventory: Path, as_json: bool, **opts: Any) -> None:
+    from upi.check.report import show
+    from upi.check.run import CheckOptions, run_checks
+    from upi.errors import CheckFailed
+
+    report = run_checks(area, inventory, CheckOptions(**opts))
+    show(report, as_json=as_json)
+    if report.failed:
+        raise CheckFailed(f"{report.failed} of {len(report.results)} checks failed")
+
+
+@check_app.command(
+    "dns",
+    epilog="\b\nExamples:\n  upi check dns inventories/dgxpod.yaml\n"
+    "  upi check dns inventories/dgxpod.yaml --server 127.0.0.1 --port 5353 --json",
+)
+def check_dns(
+    inventory: InventoryArg,
+    server: ServerOpt = None,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="DNS port.")] = 53,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = 2.0,
+    retries: RetriesOpt = 1,
+    concurrency: ConcurrencyOpt = 64,
+) -> None:
+    """Ask the cluster's DNS server for every record render writes.
+
+    The server defaults to the provisioner (the cluster's dnsmasq), never the system resolver.
+    """
+    _check("dns", inventory, as_json, dns_server=server, dns_port=port, timeout=timeout,
+           retries=retries, concurrency=concurrency)
+
+
+@check_app.command(
+    "lb",
+    epilog="\b\nExamples:\n  upi check lb inventories/dgxpod.yaml\n"
+    "  upi check lb inventories/dgxpod.yaml --cluster-up\n"
+    "  upi check lb inventories/dgxpod.yaml --server 127.0.0.1 --port-map 6443=16443",
+)
+def check_lb(
+    inventory: InventoryArg,
+    server: ServerOpt = None,
+    port_map: PortMapOpt = None,
+    cluster_up: ClusterUpOpt = False,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = 3.0,
+    retries: RetriesOpt = 1,
+) -> None:
+    """Connect to the load balancer on 6443, 22623, 443 and 80.
+
+    With --cluster-up (or once 6443 forwards) also GET /readyz through 6443 over TLS.
+    """
+    from upi.check.lb import parse_port_map
+
+    _check("lb", inventory, as_json, lb_server=server, port_map=parse_port_map(port_map or []),
+           cluster_up=cluster_up, timeout=timeout, retries=retries)
+
+
+@check_app.command(
+    "http",
+    epilog="\b\nExamples:\n  upi check http inventories/dgxpod.yaml\n"
+    "  upi check http inventories/dgxpod.yaml --server 127.0.0.1 --port 8080 --json",
+)
+def check_http(
+    inventory: InventoryArg,
+    server: ServerOpt = None,
+    port: Annotated[int | None, typer.Option(
+        "--port", min=1, max=65535, help="HTTP port (default: http_base_url's).",
+        show_default=False)] = None,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = 5.0,
+    retries: RetriesOpt = 1,
+) -> None:
+    """Fetch the RHCOS artifacts and each role's ignition file.
+
+    Ignition must be JSON with ignition.version; older than 12 h warns, 24 h fails.
+    """
+    _check("http", inventory, as_json, http_server=server, http_port=port, timeout=timeout,
+           retries=retries)
+
+
+@check_app.command(
+    "all",
+    epilog="\b\nExamples:\n  upi check all inventories/dgxpod.yaml\n"
+    "  upi check all inventories/dgxpod.yaml --cluster-up --json",
+)
+def check_all(
+    inventory: InventoryArg,
+    server: Annotated[str | None, typer.Option(
+        "--server", metavar="HOST", help="Probe DNS, LB and HTTP all at this host.",
+        show_default=False)] = None,
+    dns_port: Annotated[int, typer.Option("--dns-port", min=1, max=65535, help="DNS port.")] = 53,
+    http_port: Annotated[int | None, typer.Option(
+        "--http-port", min=1, max=65535, help="HTTP port (default: http_base_url's).",
+        show_default=False)] = None,
+    port_map: PortMapOpt = None,
+    cluster_up: ClusterUpOpt = False,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = 2.0,
+    retries: RetriesOpt = 1,
+) -> None:
+    """Run the dns, lb and http checks in one report."""
+    from upi.check.lb import parse_port_map
+
+    _check("all", inventory, as_json, dns_server=server, dns_port=dns_port, lb_server=server,
+           port_map=parse_port_map(port_map or []), cluster_up=cluster_up, http_server=server,
+           http_port=http_port, timeout=timeout, retries=retries)
+
+
