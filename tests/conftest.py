@@ -51,3 +51,13 @@ def example_dir(tmp_path: Path) -> Path:
 
 def inventory_path(name: str) -> Path:
     return INVENTORIES / f"{name}.yaml"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite tests/golden/ from a fresh render instead of comparing")
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
