@@ -79,3 +79,13 @@ def require_path(path: str, what: str) -> Path:
     if IN_CI:
         pytest.fail(message)
     pytest.skip(message)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite tests/golden/ from a fresh render instead of comparing")
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))

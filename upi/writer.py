@@ -103,9 +103,10 @@ def _binary(content: bytes) -> bool:
 def write_tree(out: Path, files: list[RenderedFile], *, force: bool = False) -> list[Change]:
     """Write `files` under `out`; nothing changes unless the whole set is staged.
 
-    Every file is first written and fsync'd into a staging dir inside `out`
-    (same filesystem), then renamed into place; manifest.json goes last, so
-    an interrupted write leaves a tree whose manifest still describes it.
+    Every file is first written into a staging dir inside `out` (same
+    filesystem) and the staged bytes are flushed to disk, then renamed into
+    place; manifest.json goes last, so an interrupted write leaves a tree
+    whose manifest still describes it.
     """
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a directory")
@@ -120,12 +121,16 @@ def write_tree(out: Path, files: list[RenderedFile], *, force: bool = False) -> 
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
     try:
+        made: set[Path] = set()
         for f in files:
-            _stage(staging / f.path, f)
+            _stage(staging / f.path, f, made)
+        # One flush for the whole staged tree before any rename: the same
+        # guarantee as an fsync per file, without 5,000 journal commits.
+        os.sync()
         ordered = sorted(files, key=lambda f: f.path == MANIFEST)
         for f in ordered:
             target = out / f.path
-            target.parent.mkdir(parents=True, exist_ok=True)
+            _mkdir(target.parent, made)
             (staging / f.path).replace(target)
         for change in changes:
             if change.status == "removed":
@@ -137,12 +142,17 @@ def write_tree(out: Path, files: list[RenderedFile], *, force: bool = False) -> 
     return changes
 
 
-def _stage(path: Path, f: RenderedFile) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _mkdir(path: Path, made: set[Path]) -> None:
+    # One mkdir per directory, not per file: tftp/ holds a file per node.
+    if path not in made:
+        path.mkdir(parents=True, exist_ok=True)
+        made.add(path)
+
+
+def _stage(path: Path, f: RenderedFile, made: set[Path]) -> None:
+    _mkdir(path.parent, made)
     # Create with the final mode: a secret is never readable by others, not even briefly.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, f.mode)
     with os.fdopen(fd, "wb") as fh:
         fh.write(f.content)
-        fh.flush()
-        os.fsync(fh.fileno())
     path.chmod(f.mode)  # umask may have trimmed it

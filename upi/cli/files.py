@@ -10,6 +10,8 @@ import typer
 from upi import console
 from upi.cli.base import InventoryArg, JsonOpt, app
 
+TABLE_ROWS = 40
+
 
 @app.command(
     epilog="\b\nExamples:\n  upi validate inventories/dgxpod.yaml\n"
@@ -64,7 +66,12 @@ def render(
               for s in ("new", "changed", "unchanged", "removed")}
     touched = [c for c in result.changes if c.status != "unchanged"]
     if touched and not diff:
-        console.print_table(None, ["file", "status"], ((c.path, c.status) for c in touched))
+        # A table of every PXE file of a 5,000-node cluster helps nobody and
+        # costs seconds: the first rows, then the counts below say the rest.
+        rows: list[tuple[str, str]] = [(c.path, c.status) for c in touched[:TABLE_ROWS]]
+        if len(touched) > TABLE_ROWS:
+            rows.append((f"... and {len(touched) - TABLE_ROWS} more (manifest.json lists all)", ""))
+        console.print_table(None, ["file", "status"], rows)
     verb = "would write" if not result.written else "wrote"
     console.say(f"{verb} {out}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
 

@@ -13,6 +13,11 @@ from upi.errors import InventoryError, Problem
 from upi.inventory.model import Inventory
 from upi.inventory.rules import check_rules
 
+try:  # libyaml parses a 5,000-node inventory ~10x faster than pure Python, same marks
+    from yaml import CSafeLoader as _SafeLoader
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
+
 Loc = tuple[str | int, ...]
 
 
@@ -58,7 +63,7 @@ class _Lines:
 def _parse(text: str, name: str) -> tuple[Any, _Lines]:
     lines = _Lines()
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _SafeLoader(text)
         try:
             root = loader.get_single_node()
             if root is None:
