@@ -120,18 +120,21 @@ def write_tree(out: Path, files: list[RenderedFile], *, force: bool = False) -> 
     changes = plan(out, files)
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
+    # Plain strings in the per-file loops: pathlib costs ~30 µs a file, which
+    # is a third of the write time for a 5,000-node tftp/ tree.
+    stage_dir, out_dir = str(staging), str(out)
     try:
-        made: set[Path] = set()
+        made: set[str] = set()
         for f in files:
-            _stage(staging / f.path, f, made)
+            _stage(os.path.join(stage_dir, f.path), f, made)
         # One flush for the whole staged tree before any rename: the same
         # guarantee as an fsync per file, without 5,000 journal commits.
         os.sync()
         ordered = sorted(files, key=lambda f: f.path == MANIFEST)
         for f in ordered:
-            target = out / f.path
-            _mkdir(target.parent, made)
-            (staging / f.path).replace(target)
+            target = os.path.join(out_dir, f.path)
+            _mkdir(os.path.dirname(target), made)
+            os.replace(os.path.join(stage_dir, f.path), target)
         for change in changes:
             if change.status == "removed":
                 (out / change.path).unlink(missing_ok=True)
@@ -142,17 +145,19 @@ def write_tree(out: Path, files: list[RenderedFile], *, force: bool = False) -> 
     return changes
 
 
-def _mkdir(path: Path, made: set[Path]) -> None:
+def _mkdir(path: str, made: set[str]) -> None:
     # One mkdir per directory, not per file: tftp/ holds a file per node.
     if path not in made:
-        path.mkdir(parents=True, exist_ok=True)
+        os.makedirs(path, exist_ok=True)
         made.add(path)
 
 
-def _stage(path: Path, f: RenderedFile, made: set[Path]) -> None:
-    _mkdir(path.parent, made)
+def _stage(path: str, f: RenderedFile, made: set[str]) -> None:
+    _mkdir(os.path.dirname(path), made)
     # Create with the final mode: a secret is never readable by others, not even briefly.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, f.mode)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(f.content)
-    path.chmod(f.mode)  # umask may have trimmed it
+    try:
+        os.write(fd, f.content)
+        os.fchmod(fd, f.mode)  # umask may have trimmed it
+    finally:
+        os.close(fd)

@@ -14,9 +14,21 @@ from upi.inventory.model import Inventory
 from upi.inventory.rules import check_rules
 
 try:  # libyaml parses a 5,000-node inventory ~10x faster than pure Python, same marks
-    from yaml import CSafeLoader as _SafeLoader
+    from yaml import CSafeLoader as _BaseLoader
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
+    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
+
+
+class _SafeLoader(_BaseLoader):
+    """Safe YAML that notices duplicate keys while it builds each mapping."""
+
+    duplicate_keys = False
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [key.value for key, _ in node.value]
+        if len(keys) != len(set(keys)):
+            self.duplicate_keys = True
+        return super().construct_mapping(node, deep)
 
 Loc = tuple[str | int, ...]
 
@@ -30,11 +42,21 @@ def field_path(loc: Iterable[str | int]) -> str:
 
 
 class _Lines:
-    """Line of every mapping key / sequence item, and duplicate keys found."""
+    """Line of every mapping key / sequence item, and duplicate keys found.
 
-    def __init__(self) -> None:
+    The walk over the node tree is made only when a line is asked for: a
+    valid 5,000-node inventory never pays for it.
+    """
+
+    def __init__(self, root: yaml.Node | None = None) -> None:
         self.lines: dict[Loc, int] = {}
         self.duplicates: list[tuple[Loc, int]] = []
+        self._root = root
+
+    def _ensure(self) -> None:
+        if self._root is not None:
+            root, self._root = self._root, None
+            self.walk(root)
 
     def walk(self, node: yaml.Node, loc: Loc = ()) -> None:
         self.lines.setdefault(loc, node.start_mark.line + 1)
@@ -54,6 +76,7 @@ class _Lines:
 
     def line_of(self, loc: Loc) -> int | None:
         """Line of the deepest part of `loc` that exists in the file."""
+        self._ensure()
         for end in range(len(loc), -1, -1):
             if loc[:end] in self.lines:
                 return self.lines[loc[:end]]
@@ -61,15 +84,16 @@ class _Lines:
 
 
 def _parse(text: str, name: str) -> tuple[Any, _Lines]:
-    lines = _Lines()
     try:
         loader = _SafeLoader(text)
         try:
             root = loader.get_single_node()
             if root is None:
                 raise InventoryError([f"{name}: the file is empty; see docs/inventory.md"])
-            lines.walk(root)
             data = loader.construct_document(root)
+            lines = _Lines(root)
+            if loader.duplicate_keys:
+                lines.line_of(())  # walks the tree, which lists the duplicates
         finally:
             loader.dispose()
     except yaml.MarkedYAMLError as exc:
