@@ -29,3 +29,12 @@ def test_install_config_holding_the_pull_secret_is_private(runner, tmp_path: Pat
     for name in ("install-config.yaml", "install-config.yaml.orig"):
         assert stat.S_IMODE((out / name).stat().st_mode) == 0o600
     assert stat.S_IMODE((out / "hosts").stat().st_mode) == 0o644
+
+
+def test_unknown_machines_fall_back_to_their_own_disk(runner, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    runner.invoke(app, ["render", str(inventory_path("compact")), "-o", str(out)])
+    pxelinux = (out / "tftp" / "pxelinux.cfg" / "default").read_text()
+    assert "LOCALBOOT 0" in pxelinux and "KERNEL" not in pxelinux
+    grub = (out / "tftp" / "grub.cfg").read_text()
+    assert grub.rstrip().endswith("exit") and "linux" not in grub.split("\n", 2)[-1]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from upi import __version__
 from upi.facts import VmSpec, boot_entries, dns_records, host_entries, lb_pools, vm_specs
-from upi.facts.boot import GRUB_IMAGE, PXELINUX_IMAGE
+from upi.facts.boot import GRUB_FALLBACK, GRUB_IMAGE, PXELINUX_FALLBACK, PXELINUX_IMAGE
 from upi.facts.installconfig import install_config
 from upi.inventory.model import Firmware, Inventory
 from upi.templating import render_template
@@ -78,7 +78,10 @@ def _dhcp(inv: Inventory) -> RenderedFile:
 
 
 def _boot(inv: Inventory) -> list[RenderedFile]:
-    out = []
+    out = [
+        _file(PXELINUX_FALLBACK, render_template("tftp/pxelinux-default.j2", **_common(inv))),
+        _file(GRUB_FALLBACK, render_template("tftp/grub-default.j2", **_common(inv))),
+    ]
     for e in boot_entries(inv):
         name = "tftp/pxelinux.cfg.j2" if e.firmware is Firmware.bios else "tftp/grub.cfg.j2"
         out.append(_file(e.config_path, render_template(name, e=e)))

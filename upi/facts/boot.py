@@ -12,6 +12,10 @@ from upi.inventory.model import Firmware, Inventory, Node
 CONSOLE_ARGS = ("console=tty0", "console=ttyS0")
 GRUB_IMAGE = "grubx64.efi"
 PXELINUX_IMAGE = "pxelinux.0"
+# What a machine with no per-MAC file finds: its own disk (only reachable with
+# provisioner.dhcp_range; static leases give unknown MACs no address at all).
+PXELINUX_FALLBACK = "tftp/pxelinux.cfg/default"
+GRUB_FALLBACK = "tftp/grub.cfg"
 
 
 @dataclass(frozen=True)
