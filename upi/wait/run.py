@@ -123,8 +123,11 @@ def _remove_bootstrap(req: WaitRequest, inv: Inventory, conns: Any, display: Wai
     node = inv.bootstrap
     try:
         pushed = push_files(inv, [haproxy_cfg(inv, include_bootstrap=False)], target="load_balancer")
-        status = ", ".join(f"{f.dest} {f.status}" for f in pushed.files)
-        done.append(f"HAProxy without {node.name}: {status}")
+        status = ", ".join(f"{f.host}:{f.dest} ({f.status})" for f in pushed.files)
+        checked = [" ".join(s.argv[:2]) for s in pushed.steps
+                   if s.purpose.startswith("validate") and s.returncode == 0]
+        done.append(f"HAProxy without {node.name}: {status}"
+                    + (f", passed `{checked[0]}`" if checked else ""))
         display.note(done[-1])
         if node.machine_kind is Machine.vm:
             gone = destroy_vm(inv, node.name, connect=req.connect, report=display.vm, connections=conns)
