@@ -45,6 +45,10 @@ class Worker:
         """Run the job."""
         self._thread.start()
 
+    def signal(self) -> None:
+        """Ask the job to end, without waiting."""
+        self._stop.set()
+
     def stop(self) -> None:
         """Ask the job to end and wait for it (a bounded time: the thread is a daemon)."""
         self._stop.set()
@@ -71,7 +75,7 @@ class Workers:
     def stop_all(self) -> None:
         """Stop every job (signal all first, then wait, so they end together)."""
         for worker in self.jobs.values():
-            worker._stop.set()  # noqa: SLF001 - same module's class
+            worker.signal()
         for worker in self.jobs.values():
             worker.stop()
 
