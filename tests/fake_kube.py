@@ -134,11 +134,22 @@ class FakeKube:
             self.created_at[name] = time.monotonic()
             self._bump(obj, "ADDED")
 
-    def add_node(self, name: str) -> None:
-        """Register a Node (what a kubelet does once its client CSR is approved)."""
+    def add_node(self, name: str, *, ready: bool | None = None) -> None:
+        """Register a Node (what a kubelet does once its client CSR is approved).
+
+        `ready` sets its Ready condition as the kubelet reports it (None: no conditions yet).
+        """
+        status: dict[str, Any] = {}
+        if ready is not None:
+            status["conditions"] = [{
+                "type": "Ready", "status": "True" if ready else "False",
+                "reason": "KubeletReady" if ready else "KubeletNotReady",
+                "message": "kubelet is posting ready status" if ready else "container runtime "
+                "network not ready", "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}]
         with self.lock:
             obj = {"apiVersion": "v1", "kind": "Node",
-                   "metadata": {"name": name, "creationTimestamp": _now()}, "spec": {}, "status": {}}
+                   "metadata": {"name": name, "creationTimestamp": _now()}, "spec": {},
+                   "status": status}
             self.nodes[name] = obj
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)

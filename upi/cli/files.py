@@ -161,5 +161,3 @@ def ignition(
     console.say(f"boot the nodes within 12 h: the certificates expire at "
                 f"{result.expires_at.isoformat(timespec='seconds')}")
     console.say(f"admin credentials: {assets / 'auth' / 'kubeconfig'} and kubeadmin-password (0600)")
-
-

@@ -1,4 +1,4 @@
-"""Commands that act on machines and the cluster: boot-vms, approve-csr."""
+"""Commands that act on machines and the cluster: boot-vms, approve-csr, wait."""
 
 from __future__ import annotations
 
@@ -101,3 +101,60 @@ def approve_csr(
         return
 
 
+@app.command(
+    epilog="\b\nExamples:\n  upi wait inventories/dgxpod.yaml --dir assets/dgxpod\n"
+    "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --kubeconfig-to ~/.kube/config\n"
+    "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --keep-bootstrap --no-vms --json\n"
+    "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --deadline 180   # slow hardware"
+)
+def wait(
+    inventory: InventoryArg,
+    assets: Annotated[Path, typer.Option(
+        "--dir", help="openshift-install's assets directory (the one `upi ignition` used).",
+        show_default=False)],
+    render_dir: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="Render dir: judge the age of the ignition files staged there.")] = None,
+    kubeconfig: Annotated[Path | None, typer.Option(
+        "--kubeconfig", help="Kubeconfig for CSRs and nodes (default: DIR/auth/kubeconfig).")] = None,
+    connect: Annotated[str | None, typer.Option(
+        "--connect", metavar="URI", help="libvirt URI for every VM (overrides the inventory).")] = None,
+    keep_bootstrap: Annotated[bool, typer.Option(
+        "--keep-bootstrap", help="Leave the bootstrap in HAProxy and its VM alone.")] = False,
+    no_approve: Annotated[bool, typer.Option(
+        "--no-approve", help="Do not approve node CSRs (something else does).")] = False,
+    no_vms: Annotated[bool, typer.Option(
+        "--no-vms", help="Do not restart VMs that power off after their install.")] = False,
+    deadline: Annotated[float | None, typer.Option(
+        "--deadline", metavar="MINUTES",
+        help="Retry timeouts until this long after the start (default: the installer's "
+        "budgets, 65 min bootstrap + 70 min install).")] = None,
+    retry_pause: Annotated[float, typer.Option(
+        "--retry-pause", metavar="SECONDS", help="Pause before retrying a wait that timed out.")] = 10.0,
+    kubeconfig_to: Annotated[Path | None, typer.Option(
+        "--kubeconfig-to", metavar="PATH", help="Copy DIR/auth/kubeconfig here at the end (0600).")]
+    = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Let --kubeconfig-to back up and replace a different file.")] = False,
+    show_password: Annotated[bool, typer.Option(
+        "--show-password", help="Print the kubeadmin password at the end.")] = False,
+    openshift_install: Annotated[Path | None, typer.Option(
+        "--openshift-install", metavar="PATH",
+        help="The installer binary (default: $UPI_OPENSHIFT_INSTALL, then PATH).")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON summary at the end (progress goes to stderr).")] = False,
+) -> None:
+    """Drive the install to "Install complete!" (docs/wait.md).
+
+    Waits for bootstrap-complete, takes the bootstrap out of HAProxy and
+    destroys its VM, waits for install-complete; meanwhile approves the
+    inventory's node CSRs and restarts VMs that power off after their
+    install. Timeouts are retried; Ctrl-C stops cleanly and a re-run resumes.
+    """
+    from upi.commands.wait import wait_command
+    from upi.wait.run import WaitRequest
+
+    req = WaitRequest(inventory, assets, render_dir=render_dir, kubeconfig=kubeconfig, connect=connect,
+                      keep_bootstrap=keep_bootstrap, approve=not no_approve, vms=not no_vms,
+                      deadline_minutes=deadline, retry_pause=retry_pause, installer=openshift_install,
+                      kubeconfig_to=kubeconfig_to.expanduser() if kubeconfig_to else None, force=force)
+    wait_command(req, show_password=show_password, as_json=as_json)

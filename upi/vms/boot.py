@@ -162,10 +162,14 @@ def _reporter(report: Report, spec: VmSpec) -> Callable[[str, str], None]:
 
 
 def watch_vms_on(conns: ops.Connections, groups: dict[str, list[VmSpec]], *, timeout: float,
-                 poll: float = DEFAULT_POLL, report: Report = ignore) -> list[str]:
-    """Shepherd every VM until it runs from its disk or `timeout` passes; the names not back."""
+                 poll: float = DEFAULT_POLL, report: Report = ignore,
+                 stop: threading.Event | None = None) -> list[str]:
+    """Shepherd every VM until it runs from its disk, `timeout` passes or `stop` is set.
+
+    Returns the names not back yet.
+    """
     deadline = time.monotonic() + timeout
-    stop = threading.Event()
+    stop = stop or threading.Event()
 
     def job(uri: str, specs: list[VmSpec]) -> list[str]:
         return watch_hypervisor(conns.get(uri), specs, deadline=deadline, poll=poll,
@@ -177,12 +181,20 @@ def watch_vms_on(conns: ops.Connections, groups: dict[str, list[VmSpec]], *, tim
 
 
 def watch_vms(inv: Inventory, *, connect: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-              poll: float = DEFAULT_POLL, report: Report = ignore) -> list[str]:
-    """Shepherd the inventory's (already defined) VMs to their disks; the names not back in time."""
+              poll: float = DEFAULT_POLL, report: Report = ignore,
+              stop: threading.Event | None = None,
+              connections: ops.Connections | None = None) -> list[str]:
+    """Shepherd the inventory's (already defined) VMs to their disks; the names not back in time.
+
+    `stop` ends the watch early (`upi wait` runs it in a thread); `connections`
+    shares the caller's libvirt connections (then left open for the caller).
+    """
     ensure_event_loop()
+    groups = by_hypervisor(targets(inv, connect))
+    if connections is not None:
+        return watch_vms_on(connections, groups, timeout=timeout, poll=poll, report=report, stop=stop)
     with ops.Connections() as conns:
-        return watch_vms_on(conns, by_hypervisor(targets(inv, connect)), timeout=timeout,
-                            poll=poll, report=report)
+        return watch_vms_on(conns, groups, timeout=timeout, poll=poll, report=report, stop=stop)
 
 
 def destroy_vm(inv: Inventory, name: str, *, connect: str | None = None, dry_run: bool = False,

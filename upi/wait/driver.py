@@ -31,6 +31,10 @@ class WaitFailed(UpiError):
 class WaitInterrupted(UpiError):
     """Ctrl-C: children stopped; the recorded stages let a re-run resume."""
 
+    def __init__(self, message: str, stage: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
 
 @dataclass
 class WaitHooks:
@@ -54,6 +58,8 @@ class WaitOptions:
     bootstrap_budget: float = BOOTSTRAP_BUDGET
     install_budget: float = INSTALL_BUDGET
     retry_pause: float = 10.0
+    # Seconds for the whole run; replaces both budgets (retries stop when it has passed).
+    deadline: float | None = None
 
 
 @dataclass
@@ -64,6 +70,7 @@ class WaitResult:
     attempts: dict[str, int] = field(default_factory=dict)
     resumed: list[str] = field(default_factory=list)
     console_url: str | None = None
+    current: str | None = None  # the stage running now (what an interruption reports)
 
 
 def _attempt(hooks: WaitHooks, target: str, result: WaitResult) -> tuple[int, list[str]]:
@@ -92,7 +99,7 @@ def _wait_for(hooks: WaitHooks, target: str, budget: float, pause: float,
         if code == 0:
             return
         if code == INTERRUPTED:
-            raise WaitInterrupted(f"openshift-install was interrupted during {target}")
+            raise WaitInterrupted(f"openshift-install was interrupted during {target}", target)
         verdict = classify(code, errors)
         elapsed = hooks.clock() - start
         if not verdict.retry or elapsed + pause >= budget:
@@ -115,8 +122,12 @@ def _stage(hooks: WaitHooks, opts: WaitOptions, result: WaitResult, name: Stage,
         hooks.on_stage(name, "already done")
         return
     hooks.on_stage(name, "started")
+    result.current = name
     start = hooks.clock()
-    work()
+    try:
+        work()
+    except KeyboardInterrupt:
+        raise WaitInterrupted(f"interrupted during {name}", name) from None
     state.mark(name, hooks.clock() - start)
     save_state(opts.assets, state)
     result.seconds[name] = state.done[name]
@@ -124,15 +135,24 @@ def _stage(hooks: WaitHooks, opts: WaitOptions, result: WaitResult, name: Stage,
 
 
 def run_wait(hooks: WaitHooks, opts: WaitOptions) -> WaitResult:
-    """Bootstrap-complete, retire the bootstrap, install-complete; resumable."""
+    """Bootstrap-complete, retire the bootstrap, install-complete; resumable.
+
+    Ctrl-C (KeyboardInterrupt) during a stage becomes WaitInterrupted naming it.
+    """
     result = WaitResult()
     pause = opts.retry_pause
+    end = None if opts.deadline is None else hooks.clock() + opts.deadline
+
+    def budget(default: float) -> float:
+        return default if end is None else max(0.0, end - hooks.clock())
+
     _stage(hooks, opts, result, "bootstrap_complete",
-           lambda: _wait_for(hooks, "bootstrap-complete", opts.bootstrap_budget, pause, result))
+           lambda: _wait_for(hooks, "bootstrap-complete", budget(opts.bootstrap_budget), pause, result))
     if opts.keep_bootstrap:
         hooks.on_stage("bootstrap_removed", "kept (--keep-bootstrap)")
     else:
         _stage(hooks, opts, result, "bootstrap_removed", hooks.remove_bootstrap)
     _stage(hooks, opts, result, "install_complete",
-           lambda: _wait_for(hooks, "install-complete", opts.install_budget, pause, result))
+           lambda: _wait_for(hooks, "install-complete", budget(opts.install_budget), pause, result))
+    result.current = None
     return result

@@ -1,0 +1,158 @@
+"""`upi wait` against everything at once: the FAKE installer, the FAKE API server (CSRs),
+libvirt's test driver (VMs), HAProxy pushed through a real sshd (or locally) and checked
+by the real `haproxy -c`; and Ctrl-C on a real process, then a resuming re-run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from bootvms_support import node_uri, require_libvirt, shut_off
+from conftest import require
+from csr_cases import client
+from fake_kube import FakeKube
+from pushkit import Site, Sshd, make_site, start_sshd
+from wait_support import installer_log, make_assets, script, state, wait_args
+
+from upi.cli import app
+from upi.facts import vm_specs
+from upi.inventory import load_inventory
+from upi.render import domain_xml
+
+pytestmark = pytest.mark.usefixtures("fake_openshift_install")
+ALL_STAGES = {"bootstrap_complete", "bootstrap_removed", "install_complete"}
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory):
+    require("haproxy")
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.proc.terminate()
+    server.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def kube(tmp_path: Path):
+    server = FakeKube(tmp_path / "kube").start()
+    yield server
+    server.stop()
+
+
+def until(predicate: Callable[[], bool], what: str, limit: float = 30.0) -> None:
+    """Poll a condition; the limit only guards against a hang."""
+    end = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < end, f"gave up waiting for {what}"
+        time.sleep(0.02)
+
+
+def hypervisor(tmp_path: Path, inventory: Path) -> str:
+    """A test-driver node holding the inventory's VMs, shut off after their RHCOS install."""
+    require_libvirt()
+    specs = vm_specs(load_inventory(inventory, check_files=False))
+    return node_uri(tmp_path, *(shut_off(domain_xml(s)) for s in specs))
+
+
+def ssh_site(tmp_path: Path, example_dir: Path, runner, sshd: Sshd) -> Site:
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(sshd.known_hosts_line())
+    return make_site(tmp_path, example_dir, runner, {
+        "host": "127.0.0.1", "port": sshd.port, "user": "root", "known_hosts": str(known_hosts),
+        "identity_file": str(sshd.client_key)})
+
+
+def test_full_run_approves_csrs_restarts_vms_and_retires_the_bootstrap(
+        runner, tmp_path, example_dir, sshd, kube, monkeypatch) -> None:
+    site = ssh_site(tmp_path, example_dir, runner, sshd)
+    assets = make_assets(runner, site.inventory, tmp_path)
+    script(monkeypatch, tmp_path, install_complete=["slow"])
+    uri = hypervisor(tmp_path, site.inventory)
+
+    def cluster() -> None:  # the cluster's side: a worker asks to join while upi waits
+        try:
+            until(lambda: "to initialize" in installer_log(assets), "install-complete to start")
+            spec = client("worker-0")
+            kube.add_csr(spec.name, spec.pem, **spec.kwargs())
+            until(lambda: "client-worker-0" in kube.approved(), "the CSR to be approved")
+            kube.add_node("worker-0", ready=True)
+        finally:
+            (tmp_path / "release").touch()
+
+    worker = threading.Thread(target=cluster, daemon=True)
+    worker.start()
+    result = runner.invoke(app, wait_args(site.inventory, assets, kube, "--connect", uri))
+    worker.join(60)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert kube.approved() == {"client-worker-0"}
+    assert "  csr: approved client-worker-0: client CSR of inventory node worker-0" in out
+    for name in ("master-0", "master-1", "master-2"):
+        assert f"  vm: {name}: started (from disk)" in out
+    assert "  vm: bootstrap: destroyed (removed domain)" in out
+    lb_cfg = (site.root / "etc/haproxy/haproxy.cfg").read_text()
+    assert "10.33.3.53" not in lb_cfg and "bootstrap" not in lb_cfg
+    assert "10.33.3.50:6443" in lb_cfg
+    assert (f"  HAProxy without bootstrap: root@127.0.0.1:{sshd.port}:{site.root}/etc/haproxy/"
+            "haproxy.cfg (new), passed `haproxy -c`") in out
+    assert site.reload_log() == ["haproxy"]
+    assert "│ worker-0 │ -     │ Ready │" in out
+    assert state(assets) == ALL_STAGES
+
+
+def _procs_running(assets: Path) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(assets).encode() in argv and b"wait-for" in argv:
+            found.append(cmdline.parent.name)
+    return found
+
+
+def test_ctrl_c_stops_everything_and_a_rerun_resumes_at_install_complete(
+        runner, tmp_path, example_dir, kube, monkeypatch) -> None:
+    require("haproxy")
+    site = make_site(tmp_path, example_dir, runner, {"local": True})
+    assets = make_assets(runner, site.inventory, tmp_path)
+    script(monkeypatch, tmp_path, install_complete=["hang", "ok"])
+    uri = hypervisor(tmp_path, site.inventory)
+    argv = [sys.executable, "-m", "upi", *wait_args(site.inventory, assets, kube, "--connect", uri)]
+    # A new session, so that SIGINT reaches upi and the installer together, as Ctrl-C does.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        until(lambda: "to initialize" in installer_log(assets), "install-complete to start")
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out + err
+    # "last:" is the installer's waiting line, or its own "interrupted" if it was read first.
+    assert err.startswith("upi: error: interrupted during install-complete (waiting for the cluster "
+                          "to initialize; last: ")
+    assert err.rstrip().endswith("run upi wait again to resume")
+    assert "Traceback" not in err
+    assert _procs_running(assets) == []
+    assert state(assets) == {"bootstrap_complete", "bootstrap_removed"}
+    assert "  vm: bootstrap: destroyed (removed domain)" in out
+
+    again = runner.invoke(app, wait_args(site.inventory, assets, kube, "--connect", uri))
+    assert again.exit_code == 0, again.output
+    assert "== bootstrap-complete: already done" in again.stdout
+    assert "== remove the bootstrap: already done" in again.stdout
+    assert "vm:" not in again.stdout  # no shepherd, no second destroy
+    assert installer_log(assets).count("for the Kubernetes API at") == 1
+    assert site.reload_log() == ["haproxy"]
+    assert state(assets) == ALL_STAGES

@@ -1,0 +1,191 @@
+"""`upi wait` wired to the world: the installer, the CSR approver, the VM shepherd, HAProxy, libvirt.
+
+The state machine (driver.py) decides what happens; this module supplies its
+hooks, runs the helpers in background threads and always stops them.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from upi.errors import UpiError, UsageError
+from upi.ignition import ignition_status
+from upi.installer import Installer, locate, pull_secret_fragments
+from upi.inventory import Inventory, load_inventory
+from upi.inventory.model import Machine
+from upi.wait.display import WaitDisplay
+from upi.wait.driver import WaitFailed, WaitHooks, WaitInterrupted, WaitOptions, WaitResult, run_wait
+from upi.wait.kubeconfig import check_copy
+from upi.wait.state import STATE_FILE, WaitState, load_state
+from upi.wait.workers import Worker, Workers
+
+INSTALLER_STATE = ".openshift_install_state.json"
+APPROVER, SHEPHERD = "CSR approver", "VM shepherd"
+CONSOLE_HOST = "console-openshift-console"
+SHEPHERD_POLL = 1.0  # seconds: how soon a stop (or a missed libvirt event) is noticed
+
+
+class IgnitionExpired(UsageError):
+    """The ignition files are past 24 h: nodes booting from them cannot join."""
+
+
+@dataclass(frozen=True)
+class WaitRequest:
+    """Everything `upi wait` was asked to do."""
+
+    inventory: Path
+    assets: Path
+    render_dir: Path | None = None
+    kubeconfig: Path | None = None
+    connect: str | None = None
+    keep_bootstrap: bool = False
+    approve: bool = True
+    vms: bool = True
+    deadline_minutes: float | None = None
+    retry_pause: float = 10.0
+    installer: Path | None = None
+    kubeconfig_to: Path | None = None
+    force: bool = False
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        """The kubeconfig the approver and the summary use."""
+        return self.kubeconfig or self.assets / "auth" / "kubeconfig"
+
+
+@dataclass
+class WaitRun:
+    """A finished run: the driver's result and what upi did around it."""
+
+    result: WaitResult
+    bootstrap: list[str] = field(default_factory=list)  # what removing the bootstrap did
+    worker_errors: dict[str, str] = field(default_factory=dict)
+
+
+def preflight(req: WaitRequest, state: WaitState, display: WaitDisplay) -> None:
+    """Refuse early what could only fail later: no install in --dir, stale ignition, a kubeconfig clash."""
+    if not (req.assets / INSTALLER_STATE).is_file():
+        raise UsageError(f"--dir {req.assets}: no openshift-install state here; run "
+                         f"`upi ignition {req.inventory} --dir {req.assets} -o DIR` first")
+    if req.deadline_minutes is not None and req.deadline_minutes <= 0:
+        raise UsageError(f"--deadline must be positive, not {req.deadline_minutes:g}")
+    if req.retry_pause < 0:
+        raise UsageError(f"--retry-pause must not be negative, not {req.retry_pause:g}")
+    if req.approve and not req.admin_kubeconfig.is_file():
+        raise UsageError(f"no kubeconfig at {req.admin_kubeconfig}: pass --kubeconfig, or "
+                         "--no-approve to approve CSRs some other way")
+    if req.kubeconfig_to is not None:
+        check_copy(req.assets / "auth" / "kubeconfig", req.kubeconfig_to, force=req.force)
+    # Once bootstrapped, the cluster no longer needs the ignition certificates' validity.
+    if not state.is_done("bootstrap_complete"):
+        fresh = ignition_status(req.render_dir or req.assets)
+        if fresh.level == "expired":
+            raise IgnitionExpired(f"{fresh.message}; upi wait refuses to wait for nodes that "
+                                  "cannot join")
+        if fresh.level == "warn":
+            display.warn(fresh.message)
+
+
+def _approver(req: WaitRequest, display: WaitDisplay) -> Worker:
+    from upi.commands.approve_csr import approve_csr
+
+    def job(stop: threading.Event) -> None:
+        approve_csr(req.inventory, kubeconfig=req.admin_kubeconfig, assets=req.assets, mode="watch",
+                    dry_run=False, log=display.csr, stop=stop)
+
+    return Worker(APPROVER, job, display.warn)
+
+
+def _shepherd(req: WaitRequest, inv: Inventory, conns: Any, timeout: float,
+              display: WaitDisplay) -> Worker:
+    from upi.vms import watch_vms
+
+    def job(stop: threading.Event) -> None:
+        left = watch_vms(inv, connect=req.connect, timeout=timeout, poll=SHEPHERD_POLL,
+                         report=display.vm, stop=stop, connections=conns)
+        if left and not stop.is_set():
+            display.warn(f"{SHEPHERD}: not running from disk after {timeout / 60:.0f} min: "
+                         + ", ".join(left))
+
+    return Worker(SHEPHERD, job, display.warn)
+
+
+def _remove_bootstrap(req: WaitRequest, inv: Inventory, conns: Any, display: WaitDisplay,
+                      done: list[str]) -> None:
+    """HAProxy without the bootstrap (validated, reloaded), then the bootstrap VM destroyed."""
+    from upi.push import push_files
+    from upi.render import haproxy_cfg
+    from upi.vms import destroy_vm
+
+    node = inv.bootstrap
+    try:
+        pushed = push_files(inv, [haproxy_cfg(inv, include_bootstrap=False)], target="load_balancer")
+        status = ", ".join(f"{f.host}:{f.dest} ({f.status})" for f in pushed.files)
+        checked = [" ".join(s.argv[:2]) for s in pushed.steps
+                   if s.purpose.startswith("validate") and s.returncode == 0]
+        done.append(f"HAProxy without {node.name}: {status}"
+                    + (f", passed `{checked[0]}`" if checked else ""))
+        display.note(done[-1])
+        if node.machine_kind is Machine.vm:
+            gone = destroy_vm(inv, node.name, connect=req.connect, report=display.vm, connections=conns)
+            done.append(f"VM {node.name} on {gone.uri}: "
+                        + ("destroyed" if gone.domain_removed else "already gone"))
+        else:
+            done.append(f"{node.name} is bare metal: power it off by hand")
+            display.warn(done[-1])
+    except UpiError as exc:
+        raise WaitFailed(f"removing the bootstrap failed: {exc}\nfix that and run upi wait again: "
+                         "it resumes at this step") from None
+
+
+def _hooks(req: WaitRequest, inv: Inventory, installer: Installer, workers: Workers, conns: Any,
+           display: WaitDisplay, done: list[str]) -> WaitHooks:
+    def run_installer(target: str, feed: Any) -> int:
+        if target == "install-complete":  # every VM runs from disk once bootstrapped
+            workers.stop(SHEPHERD)
+        return installer.run("wait-for", target, on_line=feed, check=False).returncode
+
+    def remove_bootstrap() -> None:
+        workers.stop(SHEPHERD)  # it must not see the bootstrap VM vanish
+        _remove_bootstrap(req, inv, conns, display, done)
+
+    return WaitHooks(run_installer=run_installer, remove_bootstrap=remove_bootstrap,
+                     on_event=display.event, on_stage=display.stage)
+
+
+def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
+    """Check, start the helpers, drive the installer to the end, stop the helpers."""
+    from upi.vms import Connections
+    from upi.vms.plan import targets
+
+    inv = load_inventory(req.inventory)
+    binary = locate(req.installer, version=inv.cluster.openshift_version)
+    state = load_state(req.assets)
+    preflight(req, state, display)
+    secret = inv.resolve(inv.cluster.pull_secret_file).read_text()
+    installer = Installer(binary, req.assets, pull_secret_fragments(secret))
+    deadline = None if req.deadline_minutes is None else req.deadline_minutes * 60
+    opts = WaitOptions(req.assets, keep_bootstrap=req.keep_bootstrap, retry_pause=req.retry_pause,
+                       deadline=deadline)
+    done: list[str] = []
+    with Connections() as conns, Workers() as workers:
+        if req.approve:
+            workers.add(_approver(req, display))
+        if req.vms and targets(inv, req.connect) and not state.is_done("bootstrap_complete"):
+            workers.add(_shepherd(req, inv, conns, deadline or opts.bootstrap_budget, display))
+        try:
+            result = run_wait(_hooks(req, inv, installer, workers, conns, display, done), opts)
+        except WaitInterrupted as exc:
+            where = display.where()
+            workers.stop_all()
+            raise WaitInterrupted(
+                f"interrupted during {where}; openshift-install and the helpers were stopped; "
+                f"finished stages are kept in {req.assets / STATE_FILE}: run upi wait again to "
+                "resume", exc.stage) from None
+    errors = {w.name: w.error for w in workers.jobs.values() if w.error}
+    # Resumed after install-complete: the installer did not print it this time.
+    result.console_url = result.console_url or f"https://{CONSOLE_HOST}.apps.{inv.cluster.domain}"
+    return WaitRun(result, done, errors)
