@@ -14,9 +14,8 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import dns.message
-import dns.query
 from conftest import require
+from realdns import serve_dns
 
 LOOPBACK = "127.0.0.1"
 
@@ -37,32 +36,8 @@ def _wait_until(ready, what: str, limit: float = 10.0) -> None:
     raise AssertionError(f"{what} did not come up")
 
 
-@contextlib.contextmanager
-def dnsmasq(conf: Path) -> Iterator[int]:
-    """Real dnsmasq serving `conf` on a loopback port (test-harness.md's command line)."""
-    port = free_port(socket.SOCK_DGRAM)
-    proc = subprocess.Popen(
-        [require("dnsmasq"), "--keep-in-foreground", "--no-resolv", "--no-hosts",
-         f"--listen-address={LOOPBACK}", f"--port={port}", "--bind-interfaces",
-         f"--conf-file={conf}", "--pid-file=", "--log-facility=-"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-    def answers() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"dnsmasq exited: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
-        try:
-            dns.query.udp(dns.message.make_query("probe.invalid", "A"), LOOPBACK, port=port,
-                          timeout=0.2)
-        except dns.exception.Timeout:
-            return False
-        return True
-
-    try:
-        _wait_until(answers, "dnsmasq")
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(5)
+# Real dnsmasq on a loopback port: the shared helper (tests/realdns.py).
+dnsmasq = serve_dns
 
 
 class _Quiet(SimpleHTTPRequestHandler):

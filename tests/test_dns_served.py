@@ -6,9 +6,6 @@ inventories, not derived with upi.facts, so a derivation bug is caught.
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -16,7 +13,8 @@ import dns.exception
 import dns.resolver
 import dns.reversename
 import pytest
-from conftest import inventory_path, require
+from conftest import inventory_path
+from realdns import serve_dns
 
 from upi.inventory import load_inventory
 from upi.render import render_inventory
@@ -50,12 +48,6 @@ EXPECTED = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _resolver(port: int) -> dns.resolver.Resolver:
     # configure=False: never read /etc/resolv.conf, never query off the machine.
     res = dns.resolver.Resolver(configure=False)
@@ -65,43 +57,15 @@ def _resolver(port: int) -> dns.resolver.Resolver:
     return res
 
 
-def _wait_ready(res: dns.resolver.Resolver, name: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            pytest.fail(f"dnsmasq exited {proc.returncode}: {err}")
-        try:
-            res.resolve(name, "A", lifetime=0.2)
-            return
-        except dns.exception.DNSException:
-            time.sleep(0.02)
-    pytest.fail("dnsmasq did not answer within 5 s")
-
-
 @pytest.fixture(scope="module", params=sorted(EXPECTED))
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[tuple[Expected, dns.resolver.Resolver]]:
-    dnsmasq = require("dnsmasq")
     name: str = request.param
     conf = tmp_path_factory.mktemp(name) / "dns.conf"
     files = {f.path: f for f in render_inventory(load_inventory(inventory_path(name)))}
     conf.write_bytes(files["dnsmasq/dns.conf"].content)
-    port = _free_port()
-    # The documented loopback command line (test-harness.md): only what it takes
-    # to listen on 127.0.0.1:port; the rendered file itself is not edited.
-    argv = [dnsmasq, "--keep-in-foreground", "--no-resolv", "--no-hosts", "--listen-address=127.0.0.1",
-            f"--port={port}", "--bind-interfaces", f"--conf-file={conf}", "--pid-file=",
-            "--log-facility=-"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    exp = EXPECTED[name]
-    res = _resolver(port)
-    try:
-        _wait_ready(res, f"api.{exp.domain}", proc)
-        yield exp, res
-    finally:
-        proc.terminate()
-        proc.wait(timeout=5)
+    with serve_dns(conf) as port:
+        yield EXPECTED[name], _resolver(port)
 
 
 def _a(res: dns.resolver.Resolver, name: str) -> set[str]:
