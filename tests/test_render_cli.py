@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, inventory_path
+from conftest import EXAMPLES, inventory_path, require
 
 from upi.cli import app
 
@@ -38,3 +39,23 @@ def test_unknown_machines_fall_back_to_their_own_disk(runner, tmp_path: Path) ->
     assert "LOCALBOOT 0" in pxelinux and "KERNEL" not in pxelinux
     grub = (out / "tftp" / "grub.cfg").read_text()
     assert grub.rstrip().endswith("exit") and "linux" not in grub.split("\n", 2)[-1]
+
+
+def test_retire_bootstrap_leaves_it_out_of_haproxy_and_says_so(runner, tmp_path: Path) -> None:
+    haproxy = require("haproxy")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["render", str(inventory_path("dgxpod")), "-o", str(out),
+                                 "--retire-bootstrap"])
+    assert result.exit_code == 0, result.output
+    cfg = (out / "haproxy" / "haproxy.cfg").read_text()
+    assert "10.33.3.53" not in cfg and "server bootstrap" not in cfg
+    assert "server master-0 10.33.3.50:6443" in cfg
+    assert json.loads((out / "manifest.json").read_text())["bootstrap_retired"] is True
+    subprocess.run([haproxy, "-c", "-f", str(out / "haproxy" / "haproxy.cfg")], check=True,
+                   capture_output=True)
+    again = runner.invoke(app, ["render", str(inventory_path("dgxpod")), "-o", str(out)])
+    assert again.exit_code == 0
+    assert ("upi: warning: the last render of " + str(out) + " had the bootstrap retired (upi wait); "
+            "this one puts bootstrap back into HAProxy's API pools: pass --retire-bootstrap "
+            "to keep it out") in again.stderr
+    assert "server bootstrap 10.33.3.53:6443" in (out / "haproxy" / "haproxy.cfg").read_text()

@@ -5,6 +5,7 @@ by the real `haproxy -c`; and Ctrl-C on a real process, then a resuming re-run.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -89,10 +90,15 @@ def test_full_run_approves_csrs_restarts_vms_and_retires_the_bootstrap(
 
     worker = threading.Thread(target=cluster, daemon=True)
     worker.start()
-    result = runner.invoke(app, wait_args(site.inventory, assets, kube, "--connect", uri))
+    render_dir = tmp_path / "ign-out"  # the dir `upi ignition -o` staged into, as a user would pass
+    result = runner.invoke(app, wait_args(site.inventory, assets, kube, "--connect", uri,
+                                          "-o", str(render_dir)))
     worker.join(60)
     assert result.exit_code == 0, result.output
     out = result.stdout
+    # The render dir follows the load balancer: a later `upi push` keeps the bootstrap out.
+    assert "server bootstrap" not in (render_dir / "haproxy" / "haproxy.cfg").read_text()
+    assert json.loads((render_dir / "manifest.json").read_text())["bootstrap_retired"] is True
     assert kube.approved() == {"client-worker-0"}
     assert "  csr: approved client-worker-0: client CSR of inventory node worker-0" in out
     for name in ("master-0", "master-1", "master-2"):

@@ -123,14 +123,17 @@ def _file(path: str, text: str, mode: int = PUBLIC) -> RenderedFile:
     return RenderedFile(path, text.encode(), mode)
 
 
-def manifest(files: list[RenderedFile], inv: Inventory) -> RenderedFile:
+def manifest(files: list[RenderedFile], inv: Inventory, *, bootstrap_retired: bool = False
+             ) -> RenderedFile:
     """manifest.json: every file with its sha256 and mode (no timestamps: reproducible)."""
-    doc = {
+    doc: dict[str, object] = {
         "upi": __version__,
         "cluster": inv.cluster.domain,
         "openshift_version": inv.cluster.openshift_version,
-        "files": {f.path: {"sha256": f.sha256, "mode": f"{f.mode:04o}"} for f in files},
     }
+    if bootstrap_retired:
+        doc["bootstrap_retired"] = True
+    doc["files"] = {f.path: {"sha256": f.sha256, "mode": f"{f.mode:04o}"} for f in files}
     return _file(MANIFEST, json.dumps(doc, indent=2) + "\n")
 
 
@@ -139,8 +142,13 @@ def install_config_yaml(inv: Inventory) -> str:
     return render_template("install-config.yaml.j2", config=install_config(inv), **_common(inv))
 
 
-def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = ()) -> list[RenderedFile]:
-    """Every file of the render layout plus `extra` (e.g. boot loaders), manifest.json last."""
+def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
+                     retire_bootstrap: bool = False) -> list[RenderedFile]:
+    """Every file of the render layout plus `extra` (e.g. boot loaders), manifest.json last.
+
+    `retire_bootstrap`: after bootstrap-complete the HAProxy pools leave the
+    bootstrap out, and manifest.json says so (`upi wait` renders this way).
+    """
     config = install_config_yaml(inv)
     files = [
         _file("install-config.yaml", config, SECRET),
@@ -148,9 +156,9 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = ()) -> list
         *_dns(inv),
         _dhcp(inv),
         *_boot(inv),
-        haproxy_cfg(inv),
+        haproxy_cfg(inv, include_bootstrap=not retire_bootstrap),
         *_vms(inv),
         *_csr(inv),
         *extra,
     ]
-    return [*files, manifest(files, inv)]
+    return [*files, manifest(files, inv, bootstrap_retired=retire_bootstrap)]

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from upi.errors import RenderError, UsageError
 from upi.render import MANIFEST, RenderedFile
@@ -28,12 +28,20 @@ class Change:
     status: Status
 
 
+def previous_manifest(out: Path) -> dict[str, Any]:
+    """The last render's manifest.json ({} when there is none or it is unreadable)."""
+    try:
+        doc = json.loads((out / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def previous_files(out: Path) -> dict[str, str]:
     """Files the last render wrote (from its manifest.json), path -> sha256."""
     try:
-        doc = json.loads((out / MANIFEST).read_text())
-        return {p: meta["sha256"] for p, meta in doc["files"].items()}
-    except (OSError, ValueError, KeyError, TypeError):
+        return {p: meta["sha256"] for p, meta in previous_manifest(out)["files"].items()}
+    except (KeyError, TypeError, AttributeError):
         return {}
 
 

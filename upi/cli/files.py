@@ -54,12 +54,19 @@ def render(
         typer.Option("--bootloaders", help="Also stage pxelinux.0, ldlinux.c32 and grubx64.efi "
                      "from this host's packages into tftp/."),
     ] = False,
+    retire_bootstrap: Annotated[
+        bool,
+        typer.Option("--retire-bootstrap", help="HAProxy without the bootstrap (after "
+                     "bootstrap-complete; upi wait does this in its render dir)."),
+    ] = False,
 ) -> None:
     """Write every config file of the install (layout in docs/render.md)."""
     from upi.commands.render import render as do_render
 
     result = do_render(inventory, out, diff=diff, force=force, dry_run=dry_run,
-                       bootloaders=bootloaders)
+                       bootloaders=bootloaders, retire_bootstrap=retire_bootstrap)
+    for note in result.warnings:
+        console.warn(note)
     if result.diff:
         console.say(result.diff.rstrip("\n"))
     counts = {s: sum(1 for c in result.changes if c.status == s)

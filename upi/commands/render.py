@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ from upi.bootloaders import kept_bootloaders, stage_bootloaders
 from upi.inventory import Inventory, load_inventory
 from upi.inventory.rules import warnings
 from upi.render import RenderedFile, render_inventory
-from upi.writer import Change, plan, previous_files, unified_diff, write_tree
+from upi.writer import Change, plan, previous_files, previous_manifest, unified_diff, write_tree
 
 
 def summary(inv: Inventory) -> dict[str, Any]:
@@ -46,24 +46,32 @@ class RenderResult:
     changes: list[Change]
     diff: str | None
     written: bool
+    warnings: list[str] = field(default_factory=list)
 
 
 def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = False,
-           dry_run: bool = False, bootloaders: bool = False) -> RenderResult:
+           dry_run: bool = False, bootloaders: bool = False,
+           retire_bootstrap: bool = False) -> RenderResult:
     """Load, render to memory, and write unless `dry_run`.
 
     With `bootloaders`, the host's pxelinux.0, ldlinux.c32 and grubx64.efi
-    join the tftp/ tree (and manifest.json) like any rendered file.
+    join the tftp/ tree (and manifest.json) like any rendered file. With
+    `retire_bootstrap`, HAProxy's pools leave the bootstrap out.
     """
     inv = load_inventory(inventory)
     extra = stage_bootloaders() if bootloaders else kept_bootloaders(out, previous_files(out))
-    files: list[RenderedFile] = render_inventory(inv, extra)
+    files: list[RenderedFile] = render_inventory(inv, extra, retire_bootstrap=retire_bootstrap)
     changes = plan(out, files)
     text = unified_diff(out, files, changes) if diff else None
+    notes = []
+    if not retire_bootstrap and previous_manifest(out).get("bootstrap_retired"):
+        notes.append(f"the last render of {out} had the bootstrap retired (upi wait); this one puts "
+                     f"{inv.bootstrap.name} back into HAProxy's API pools: pass --retire-bootstrap "
+                     "to keep it out")
     if dry_run:
-        return RenderResult(out, changes, text, written=False)
+        return RenderResult(out, changes, text, written=False, warnings=notes)
     write_tree(out, files, force=force)
-    return RenderResult(out, changes, text, written=True)
+    return RenderResult(out, changes, text, written=True, warnings=notes)
 
 
 def schema() -> str:

@@ -129,6 +129,7 @@ def _remove_bootstrap(req: WaitRequest, inv: Inventory, conns: Any, display: Wai
         done.append(f"HAProxy without {node.name}: {status}"
                     + (f", passed `{checked[0]}`" if checked else ""))
         display.note(done[-1])
+        _record_retired(req, display, done)
         if node.machine_kind is Machine.vm:
             gone = destroy_vm(inv, node.name, connect=req.connect, report=display.vm, connections=conns)
             done.append(f"VM {node.name} on {gone.uri}: "
@@ -139,6 +140,25 @@ def _remove_bootstrap(req: WaitRequest, inv: Inventory, conns: Any, display: Wai
     except UpiError as exc:
         raise WaitFailed(f"removing the bootstrap failed: {exc}\nfix that and run upi wait again: "
                          "it resumes at this step") from None
+
+
+def _record_retired(req: WaitRequest, display: WaitDisplay, done: list[str]) -> None:
+    """Keep the render dir in step with HAProxy: a later `upi push` must not bring the bootstrap back."""
+    from upi.commands.render import render
+
+    hint = "run `upi render ... --retire-bootstrap` before the next `upi push`"
+    if req.render_dir is None:
+        done.append(f"no render dir given (-o): {hint}")
+        display.warn(done[-1])
+        return
+    try:
+        render(req.inventory, req.render_dir, retire_bootstrap=True)
+    except UpiError as exc:  # the load balancer is already right: say so, don't fail the install
+        done.append(f"could not re-render {req.render_dir} without the bootstrap ({exc}): {hint}")
+        display.warn(done[-1])
+        return
+    done.append(f"{req.render_dir}: re-rendered with the bootstrap retired")
+    display.note(done[-1])
 
 
 def _hooks(req: WaitRequest, inv: Inventory, installer: Installer, workers: Workers, conns: Any,
