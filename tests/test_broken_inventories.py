@@ -101,6 +101,10 @@ CASES = [
          "/12 must be between the cluster_network prefix /14 and /30"),
     Case("host-prefix-above-30", "host_prefix: 23", "host_prefix: 31", 13, "network.host_prefix",
          "/31 must be between the cluster_network prefix /14 and /30"),
+    Case("pod-subnets-too-few-for-the-nodes", "cluster_network: 10.128.0.0/14",
+         "cluster_network: 10.128.0.0/22", 13, "network.host_prefix",
+         "cluster_network 10.128.0.0/22 cut into /23 pod subnets has room for 2 nodes; "
+         "the inventory has 5: widen cluster_network or raise host_prefix"),
     Case("ovn-internal-overlap", "service_network: 172.30.0.0/16", "service_network: 100.64.0.0/16", 14,
          "network.service_network", "100.64.0.0/16 overlaps OVN-Kubernetes' internal 100.64.0.0/16"),
     Case("sdn-on-4.16", "  upstream_dns: [10.33.0.10]\n",

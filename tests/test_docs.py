@@ -13,3 +13,24 @@ def test_cli_reference_matches_the_commands_help() -> None:
 def test_every_command_has_an_example() -> None:
     for section in cli_reference().split("\n## ")[2:]:
         assert "Example" in section, section.splitlines()[0]
+
+
+def test_every_relative_link_in_the_docs_points_at_a_file() -> None:
+    import re
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
+
+
+def test_readme_quick_start_is_make_demo_and_make_test() -> None:
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = [line.split("#")[0].strip() for line in quick.splitlines() if line.startswith("    ")]
+    assert commands == ["make demo", "make test"]

@@ -153,3 +153,16 @@ def test_a_command_that_runs_too_long_is_stopped(tmp_path, sshd) -> None:
     with pytest.raises(RemoteError, match="`sleep 5` timed out after 0.2 s"):
         t.run(["sleep", "5"], timeout=0.2)
     t.close()
+
+
+def test_a_large_rhcos_file_is_streamed_intact(runner, tmp_path, example_dir, sshd) -> None:
+    site = _site(tmp_path, example_dir, runner, sshd)
+    rootfs = site.out / "http" / "rhcos" / "rhcos-live-rootfs.x86_64.img"
+    rootfs.parent.mkdir(parents=True, exist_ok=True)
+    blob = bytes(range(256)) * (5 * 4096 + 7)  # ~5 MiB: several 1 MiB chunks and a tail
+    rootfs.write_bytes(blob)
+    result = _push(runner, site, "--only", "provisioner")
+    assert result.exit_code == 0, result.output
+    landed = site.root / "var/www/html/rhcos/rhcos-live-rootfs.x86_64.img"
+    assert landed.read_bytes() == blob
+    assert stat.S_IMODE(landed.stat().st_mode) == 0o644

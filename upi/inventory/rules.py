@@ -126,6 +126,16 @@ def _networks(inv: Inventory) -> Iterator[Finding]:
             f"/{n.host_prefix} must be between the cluster_network prefix "
             f"/{n.cluster_network.prefixlen} and /30"
         )
+    else:
+        # Every node but the bootstrap takes one /host_prefix out of cluster_network.
+        room = 2 ** (n.host_prefix - n.cluster_network.prefixlen)
+        nodes = len(inv.masters) + len(inv.workers)
+        if nodes > room:
+            yield ("network", "host_prefix"), (
+                f"cluster_network {n.cluster_network} cut into /{n.host_prefix} pod subnets has "
+                f"room for {room} nodes; the inventory has {nodes}: widen cluster_network or "
+                "raise host_prefix"
+            )
     if inv.network_type is NetworkType.OVNKubernetes:
         for name, net in named:
             for internal in OVN_INTERNAL:

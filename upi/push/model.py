@@ -33,12 +33,12 @@ class Item:
     content: bytes | None = None
     local_path: Path | None = None  # large files (RHCOS images) are read only to upload
 
-    def payload(self) -> bytes:
-        """The bytes to upload."""
+    def payload(self) -> bytes | Path:
+        """What to upload: the bytes, or the local file to stream."""
         if self.content is not None:
             return self.content
         assert self.local_path is not None  # noqa: S101 - one of the two is always set
-        return self.local_path.read_bytes()
+        return self.local_path
 
     @property
     def sha256(self) -> str:

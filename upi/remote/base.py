@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 from upi.runner import Result
@@ -23,10 +24,35 @@ class Transport(Protocol):
         """Run `argv` on the host; return its exit code and output (never raise on rc != 0)."""
         ...
 
-    def write_file(self, path: str, content: bytes, mode: int) -> None:
-        """Create `path` (replacing a leftover) with `mode` set before any byte is written."""
+    def write_file(self, path: str, content: bytes | Path, mode: int) -> None:
+        """Create `path` (replacing a leftover) with `mode` set before any byte is written.
+
+        `content` is the bytes, or a local file streamed in chunks (an RHCOS
+        rootfs is ~1 GB: it is never read into memory whole).
+        """
         ...
 
     def close(self) -> None:
         """Release the connection (a no-op locally)."""
         ...
+
+
+CHUNK = 1 << 20
+
+
+class Writable(Protocol):
+    """An open file (local, or SFTP) that takes bytes."""
+
+    def write(self, data: bytes, /) -> object:
+        """Write `data`."""
+        ...
+
+
+def copy_into(fh: Writable, content: bytes | Path) -> None:
+    """Write `content` (bytes, or a local file in 1 MiB chunks) to an open file."""
+    if isinstance(content, bytes):
+        fh.write(content)
+        return
+    with content.open("rb") as src:
+        while chunk := src.read(CHUNK):
+            fh.write(chunk)

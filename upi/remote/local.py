@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from upi.errors import CommandError
-from upi.remote.base import SBIN_DIRS
+from upi.remote.base import SBIN_DIRS, copy_into
 from upi.runner import Result, run
 
 
@@ -34,13 +34,13 @@ class LocalTransport:
                 return Result(tuple(argv), 127, "", exc.stderr)
             raise
 
-    def write_file(self, path: str, content: bytes, mode: int) -> None:
+    def write_file(self, path: str, content: bytes | Path, mode: int) -> None:
         """Write `path` created with `mode` (a secret is never readable by others, even briefly)."""
         target = Path(path)
         target.unlink(missing_ok=True)
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
+            copy_into(fh, content)
             fh.flush()
             os.fsync(fh.fileno())
         target.chmod(mode)  # umask may have trimmed it

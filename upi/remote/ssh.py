@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import paramiko
 
-from upi.remote.base import SBIN_DIRS
+from upi.remote.base import SBIN_DIRS, copy_into
 from upi.remote.errors import HostKeyError, RemoteError
 from upi.remote.hostkeys import RefuseUnknown, changed_key
 from upi.runner import Result
@@ -129,7 +129,7 @@ class SshTransport:
         except _Timeout:
             raise RemoteError(f"{self.name}: `{shlex.join(argv)}` timed out after {limit:g} s") from None
 
-    def write_file(self, path: str, content: bytes, mode: int) -> None:
+    def write_file(self, path: str, content: bytes | Path, mode: int) -> None:
         """Upload over SFTP; the mode is set while the file is still empty."""
         def op(client: paramiko.SSHClient) -> None:
             if self._sftp is None:
@@ -137,7 +137,8 @@ class SshTransport:
                 self._sftp.get_channel().settimeout(self.command_timeout)  # type: ignore[union-attr]
             with self._sftp.open(path, "wb") as fh:
                 fh.chmod(mode)
-                fh.write(content)
+                fh.set_pipelined(True)  # don't wait for each chunk's ack
+                copy_into(fh, content)
 
         try:
             self._retrying(f"upload of {path}", op)
