@@ -5,7 +5,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import inventory_path, require
+from conftest import inventory_path, require, require_path
 
 from upi.bootloaders import stage_bootloaders
 from upi.cli import app
@@ -35,8 +35,7 @@ def test_rhel_packages_are_staged_from_tftpboot_and_the_efi_dir(tmp_path: Path) 
 
 def test_debian_host_builds_a_grub_network_image_with_grub_mkimage() -> None:
     require("grub-mkimage")
-    if not Path("/usr/lib/PXELINUX/pxelinux.0").is_file():
-        pytest.skip("not a Debian host with pxelinux")
+    require_path("/usr/lib/PXELINUX/pxelinux.0", "Debian's pxelinux package")
     files = {f.path: f.content for f in stage_bootloaders()}
     assert files["tftp/pxelinux.0"] == Path("/usr/lib/PXELINUX/pxelinux.0").read_bytes()
     assert files["tftp/ldlinux.c32"] == Path("/usr/lib/syslinux/modules/bios/ldlinux.c32").read_bytes()

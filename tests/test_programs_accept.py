@@ -14,7 +14,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import EXAMPLES, IN_CI, inventory_path, require
+from bootvms_support import require_libvirt
+from conftest import EXAMPLES, inventory_path, require
 
 from upi.inventory import load_inventory
 from upi.render import render_inventory
@@ -91,13 +92,7 @@ def test_ingress_goes_to_the_workers_when_there_are_workers(rendered) -> None:
 
 
 def _libvirt() -> ModuleType:
-    try:
-        import libvirt
-    except ImportError:
-        if IN_CI:
-            pytest.fail("libvirt-python is not installed (make venv installs it)")
-        pytest.skip("libvirt-python is not installed")
-    return libvirt
+    return require_libvirt()  # type: ignore[no-any-return]
 
 
 def _vm_xmls() -> list[tuple[str, str]]:
