@@ -162,3 +162,12 @@ def test_without_libvirt_python_the_error_names_the_extra(runner, tmp_path, monk
     assert result.stderr == (
         "upi: error: boot-vms needs libvirt-python: pip install 'upi[libvirt]' "
         "(it compiles against libvirt-dev on Debian, libvirt-devel on RHEL)\n")
+
+
+def test_dry_run_previews_even_when_the_hypervisor_is_unreachable(runner, tmp_path) -> None:
+    result = runner.invoke(app, ["boot-vms", str(inventory_path("dgxpod")), "--dry-run",
+                                 "--connect", f"test://{tmp_path}/missing-node.xml"])
+    assert result.exit_code == 0, result.output
+    assert "# bootstrap on test://" in result.output
+    assert "would create a 100 GiB disk, define, start (not checked against the hypervisor:" in result.output
+    assert "<mac address='52:54:00:21:03:53'/>" in result.output

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from upi.errors import UsageError, VmError
+from upi.errors import MissingExtra, UsageError, VmError
 from upi.facts import VmSpec
 from upi.inventory import Inventory
 from upi.vms import libvirt_ops as ops
@@ -109,7 +109,7 @@ def boot_vms(inv: Inventory, *, connect: str | None = None, replace: bool = Fals
         ensure_event_loop()  # before any connection opens, or it delivers no events
     conns = connections or ops.Connections()
     try:
-        plans = _plan(conns, groups, replace)
+        plans = _plan(conns, groups, replace, dry_run=dry_run)
         problems = [f"{p.spec.name} on {p.spec.uri}: {m}" for p in plans for m in p.problems]
         if problems:
             raise VmError("nothing changed:\n  " + "\n  ".join(problems))
@@ -125,9 +125,16 @@ def boot_vms(inv: Inventory, *, connect: str | None = None, replace: bool = Fals
             conns.close()
 
 
-def _plan(conns: ops.Connections, groups: dict[str, list[VmSpec]], replace: bool) -> list[VmPlan]:
+def _plan(conns: ops.Connections, groups: dict[str, list[VmSpec]], replace: bool, *,
+          dry_run: bool = False) -> list[VmPlan]:
     def job(uri: str, specs: list[VmSpec]) -> list[VmPlan]:
-        conn = conns.get(uri)
+        try:
+            conn = conns.get(uri)
+        except (VmError, MissingExtra) as exc:
+            if not dry_run:
+                raise
+            # A preview still shows the XML and the plan: say what was not checked.
+            return [VmPlan(s, Action.create, unchecked=str(exc)) for s in specs]
         return [ops.inspect(conn, s, replace=replace) for s in specs]
 
     found = {p.spec.name: p for ps in per_hypervisor(groups, job).values() for p in ps}

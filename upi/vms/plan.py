@@ -58,12 +58,16 @@ class VmPlan:
     existing: DomainFacts | None = None
     disk: DiskFacts | None = None
     problems: list[str] = field(default_factory=list)
+    unchecked: str | None = None  # dry run only: why the hypervisor could not be asked
 
     @property
     def summary(self) -> str:
         """One line: what happens and why."""
         if self.problems:
             return "; ".join(self.problems)
+        if self.unchecked:
+            return (f"create a {self.spec.disk_gib} GiB disk, define, start (not checked against "
+                    f"the hypervisor: {self.unchecked})")
         if self.action is Action.keep and self.existing:
             state = "running" if self.existing.running else "shut off"
             return f"same name and MAC: left alone, {state}"
