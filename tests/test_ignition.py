@@ -198,3 +198,24 @@ def test_freshness_without_a_record_uses_the_file_time(tmp_path: Path) -> None:
     shutil.rmtree(stage)
     with pytest.raises(Exception, match="no ignition files"):
         made_at(tmp_path)
+
+
+def test_without_a_render_dir_the_files_go_straight_to_the_http_root(runner, tmp_path: Path,
+                                                                       example_dir: Path) -> None:
+    inv = example_dir / "dgxpod.yaml"
+    doc = yaml.safe_load(inv.read_text())
+    www = tmp_path / "www"
+    doc["provisioner"].update(http_root=str(www), ssh={"local": True})
+    inv.write_text(yaml.safe_dump(doc))
+    result = runner.invoke(app, ["ignition", str(inv), "--dir", str(tmp_path / "assets")])
+    assert result.exit_code == 0, result.output
+    assert "published to the provisioner's HTTP root" in result.output
+    for name in IGNITION_FILES:
+        served = www / "ignition" / name
+        assert mode(served) == 0o644
+        assert served.read_bytes() == (tmp_path / "assets" / name).read_bytes()
+        assert json.loads(served.read_text())["ignition"]["version"]
+    assert ignition_status(www / "ignition").level == "ok"
+    again = runner.invoke(app, ["ignition", str(inv), "--dir", str(tmp_path / "assets"), "--force"])
+    assert again.exit_code == 0, again.output
+    assert "│ local │" in again.output and "changed" in again.output

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -28,10 +28,14 @@ from upi.inventory import Inventory, load_inventory
 from upi.render import PUBLIC, SECRET, RenderedFile, install_config_yaml
 from upi.writer import write_tree
 
+if TYPE_CHECKING:
+    from upi.push.model import PushResult
+
 IGNITION_FILES = ("bootstrap.ign", "master.ign", "worker.ign")
 STAGE_DIR = "http/ignition"  # inside the render dir; writer.OWNED_ELSEWHERE keeps render off it
 RECORD = "upi-ignition.json"  # beside the staged files
 ASSETS_RECORD = ".upi-ignition.json"  # in ASSETS
+PUBLISH_STAGING = ".upi-http"  # in ASSETS: the staging dir when publishing without -o
 STATE_FILE = ".openshift_install_state.json"
 SCHEDULER_MANIFEST = "manifests/cluster-scheduler-02-config.yml"
 AUTH_FILES = ("auth/kubeconfig", "auth/kubeadmin-password")
@@ -71,6 +75,7 @@ class IgnitionResult:
     masters_schedulable: bool
     files: list[StagedFile]
     moved_aside: Path | None = None
+    published: PushResult | None = None  # without a render dir: what went to the HTTP root
 
     @property
     def expires_at(self) -> datetime:
@@ -81,7 +86,7 @@ class IgnitionResult:
 def make_ignition(
     inventory: Path,
     assets: Path,
-    render_dir: Path,
+    render_dir: Path | None,
     *,
     force: bool = False,
     installer: Path | None = None,
@@ -91,11 +96,15 @@ def make_ignition(
 ) -> IgnitionResult:
     """Run the installer's two steps in `assets` and stage the ignition files in `render_dir`.
 
-    `on_line` gets each installer output line (pull secret redacted),
-    `on_warning` each warning as soon as it is known (before a failure).
+    Without a `render_dir` the files are staged in ASSETS/.upi-http and
+    published at once to the provisioner's HTTP root, the way `upi push` does
+    it (0644, SELinux label). `on_line` gets each installer output line (pull
+    secret redacted), `on_warning` each warning as soon as it is known.
     """
     inv = load_inventory(inventory)
     binary = locate(installer, version=inv.cluster.openshift_version)
+    publish = render_dir is None
+    render_dir = assets / PUBLISH_STAGING if render_dir is None else render_dir
     _check_dirs(assets, render_dir)
     moved = _clear_old_install(assets, force=force, clock=clock)
     secret = inv.resolve(inv.cluster.pull_secret_file).read_text()
@@ -118,7 +127,17 @@ def make_ignition(
     urls = _urls(inv)
     staged = [StagedFile(f.path, stage_dir / f.path, f.sha256, len(f.content), urls.get(f.path))
               for f in files]
-    return IgnitionResult(assets, stage_dir, made_at, version, inv.compact, staged, moved)
+    published = _publish(inv, files, record) if publish else None
+    return IgnitionResult(assets, stage_dir, made_at, version, inv.compact, staged, moved, published)
+
+
+def _publish(inv: Inventory, files: list[RenderedFile], record: bytes) -> PushResult:
+    """The ignition files (and their record) to provisioner.http_root/ignition/, as push does."""
+    from upi.push import push_files
+
+    http = [RenderedFile(f"{STAGE_DIR}/{f.path}", f.content, PUBLIC) for f in files]
+    http.append(RenderedFile(f"{STAGE_DIR}/{RECORD}", record, PUBLIC))
+    return push_files(inv, http, target="provisioner")
 
 
 def _check_dirs(assets: Path, render_dir: Path) -> None:

@@ -125,18 +125,21 @@ def push(
 
 
 @app.command(
-    epilog="\b\nExamples:\n  upi ignition inventories/dgxpod.yaml --dir assets/dgxpod -o out/dgxpod\n"
+    epilog="\b\nExamples:\n"
+    "  upi ignition inventories/dgxpod.yaml --dir assets/dgxpod    # straight to the HTTP root\n"
+    "  upi ignition inventories/dgxpod.yaml --dir assets/dgxpod -o out/dgxpod\n"
+    "  upi push inventories/dgxpod.yaml -o out/dgxpod    # then publish them (boot within 12 h)\n"
     "  upi ignition inventories/dgxpod.yaml --dir assets/dgxpod -o out/dgxpod --force \\\n"
-    "      --openshift-install ~/bin/openshift-install-4.16\n"
-    "  upi push inventories/dgxpod.yaml -o out/dgxpod    # then publish them (boot within 12 h)"
+    "      --openshift-install ~/bin/openshift-install-4.16"
 )
 def ignition(
     inventory: InventoryArg,
     assets: Annotated[Path, typer.Option(
         "--dir", help="openshift-install's assets directory (auth/ stays here).", show_default=False)],
-    out: Annotated[Path, typer.Option(
-        "-o", "--output", help="Render dir: the files are staged in its http/ignition/ for upi push.",
-        show_default=False)],
+    out: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="Render dir: stage the files in its http/ignition/ for `upi push`. "
+        "Without it they are published to the provisioner's HTTP root at once.",
+        show_default=False)] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Move an older install's files in --dir aside and start afresh.")] = False,
     openshift_install: Annotated[Path | None, typer.Option(
@@ -148,7 +151,8 @@ def ignition(
     Writes install-config.yaml (as upi render does) into --dir, runs `create
     manifests`, sets mastersSchedulable (true only for a compact cluster),
     runs `create ignition-configs`, and copies bootstrap/master/worker.ign
-    (0644) to DIR/http/ignition/. Boot the nodes within 12 h: the
+    (0644) to DIR/http/ignition/ for `upi push`, or without -o straight to
+    the provisioner's HTTP root. Boot the nodes within 12 h: the
     certificates inside expire after 24 h.
     """
     from upi.ignition import make_ignition
@@ -163,7 +167,13 @@ def ignition(
                         ((f.name, f.sha256[:16], f.size, f.url or "(no node of this role)")
                          for f in result.files))
     made = result.made_at.isoformat(timespec="seconds")
-    console.say(f"made {made}; staged in {result.stage_dir} (0644) for `upi push`; "
+    if result.published is not None:
+        console.print_table("Published", ["host", "destination", "status"],
+                            ((f.host, f.dest, f.status) for f in result.published.files))
+        where = "published to the provisioner's HTTP root"
+    else:
+        where = f"staged in {result.stage_dir} (0644) for `upi push`"
+    console.say(f"made {made}; {where}; "
                 f"mastersSchedulable: {str(result.masters_schedulable).lower()}")
     console.say(f"boot the nodes within 12 h: the certificates expire at "
                 f"{result.expires_at.isoformat(timespec='seconds')}")
