@@ -34,6 +34,7 @@ INIT_SCRIPT = """#!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sysfs /sys
 /bin/busybox mount -t devtmpfs devtmpfs /dev
+/bin/busybox dmesg -n 1    # kernel messages off the console: they would split the CMDLINE line
 fw=BIOS; [ -d /sys/firmware/efi ] && fw=UEFI
 { echo "CMDLINE: $(/bin/busybox cat /proc/cmdline)"; echo "FIRMWARE: $fw"; } > /dev/ttyS0
 /bin/busybox poweroff -f
