@@ -32,7 +32,12 @@ class BootEntry:
     @property
     def mac_name(self) -> str:
         """`01-<mac with dashes>`, the per-MAC name pxelinux and GRUB look for."""
-        return "01-" + self.node.mac.replace(":", "-")
+        return mac_file_name(self.node.mac)
+
+
+def mac_file_name(mac: str) -> str:
+    """`01-<mac with dashes>`: the per-MAC name pxelinux and GRUB look for (ARP type 1)."""
+    return "01-" + mac.replace(":", "-")
 
 
 def artifact_url(inv: Inventory, value: str) -> str:
@@ -86,7 +91,7 @@ def boot_entries(inv: Inventory) -> list[BootEntry]:
     """One entry per node: pxelinux for BIOS, GRUB for UEFI, named by MAC."""
     out = []
     for node in inv.nodes:
-        mac_name = "01-" + node.mac.replace(":", "-")
+        mac_name = mac_file_name(node.mac)
         fw = node.boot_firmware
         path = f"tftp/pxelinux.cfg/{mac_name}" if fw is Firmware.bios else f"tftp/grub.cfg-{mac_name}"
         out.append(
