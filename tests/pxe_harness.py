@@ -120,8 +120,9 @@ def stage_tftp(tftp: Path, kernel_name: str, initrd_name: str, kernel: Path, ini
 def dnsmasq_conf(rendered: Path, workdir: Path, tftp: Path) -> Path:
     """The rendered dhcp-pxe.conf as it is, plus test-only lines appended (later lines win)."""
     test_only = [
-        "# test only: no DNS, run as root, files in the test dir, log what DHCP sends",
-        "port=0", "bind-interfaces", "user=root", f"dhcp-leasefile={workdir / 'leases'}",
+        "# test only: run as root (the test dir is not world-readable), files in the test dir,",
+        "# log what DHCP sends, IPv6 router advertisements. The rendered binding stays as it is.",
+        "user=root", f"dhcp-leasefile={workdir / 'leases'}",
         "log-dhcp", "enable-ra", "dhcp-range=2001:db8:99::,ra-only,64,1h", f"tftp-root={tftp}",
     ]
     conf = workdir / "dnsmasq.conf"
@@ -231,8 +232,9 @@ class Lab:
         return proc
 
     def start_dnsmasq(self, dnsmasq: str, conf: Path, log: Path) -> subprocess.Popen[bytes]:
-        """Run dnsmasq on `conf`; return once it logs that TFTP is up."""
-        proc = self.spawn([dnsmasq, "--keep-in-foreground", f"--conf-file={conf}", "--pid-file=",
+        """Run dnsmasq on `conf` (a file, or a directory read as conf-dir); return once TFTP is up."""
+        source = f"--conf-dir={conf}" if conf.is_dir() else f"--conf-file={conf}"
+        proc = self.spawn([dnsmasq, "--keep-in-foreground", source, "--pid-file=",
                            f"--log-facility={log}"], self.workdir / "dnsmasq.out")
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -270,8 +272,9 @@ class Lab:
         proc = self.spawn(argv, self.workdir / f"{name}.qemu.out")
         return Vm(name, firmware, mac, serial, proc, time.monotonic())
 
-    def dhcp_discover(self, mac: str) -> None:
-        """Send DHCP discovers from `mac` (busybox udhcpc on a veth port); dnsmasq's log tells the rest.
+    def dhcp_discover(self, mac: str, bridge: str | None = None, tries: int = 2) -> None:
+        """Send DHCP discovers from `mac` (busybox udhcpc on a veth port of `bridge`, default the
+        provisioner's); dnsmasq's log tells the rest.
 
         The client shares the namespace with dnsmasq, so it may not see the offer;
         what matters is what dnsmasq offered (or refused) to that MAC.
@@ -280,10 +283,10 @@ class Lab:
         self.taps += 1
         self.ip("link", "add", port, "type", "veth", "peer", "name", port + "b")
         self.ip("link", "set", port, "address", mac)  # before the link first goes up
-        self.ip("link", "set", port + "b", "master", self.bridge, "up")
+        self.ip("link", "set", port + "b", "master", bridge or self.bridge, "up")
         self.ip("link", "set", port, "up")
         run(["ip", "netns", "exec", self.ns, "busybox", "udhcpc", "-i", port, "-n", "-q", "-f",
-             "-t", "2", "-T", "1", "-s", "/bin/true"], timeout=30, check=False)
+             "-t", str(tries), "-T", "1", "-s", "/bin/true"], timeout=30, check=False)
 
 
 def wait_for_boots(vms: list[Vm], timeout: float = BOOT_TIMEOUT) -> dict[str, Outcome]:

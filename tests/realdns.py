@@ -41,11 +41,11 @@ def _answers(port: int) -> bool:
 
 
 def _start(conf: Path, port: int) -> subprocess.Popen[bytes]:
-    # The documented loopback command line (test-harness.md): only what it takes
-    # to listen on 127.0.0.1:port; the rendered file itself is not edited.
+    # The rendered binding as it is (its interface plus loopback, bind-dynamic):
+    # only the port is overridden, so tests do not need port 53; --no-hosts keeps
+    # this machine's /etc/hosts out of the answers.
     return subprocess.Popen(
-        [require("dnsmasq"), "--keep-in-foreground", "--no-resolv", "--no-hosts",
-         f"--listen-address={LOOPBACK}", f"--port={port}", "--bind-interfaces",
+        [require("dnsmasq"), "--keep-in-foreground", "--no-resolv", "--no-hosts", f"--port={port}",
          f"--conf-file={conf}", "--pid-file=", "--log-facility=-"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
