@@ -82,7 +82,6 @@ CASES = [
          "ip: 10.33.3.55}\n", 30, "nodes", "exactly one bootstrap node is needed; found 2"),
     Case("two-masters", "name: master-2, role: master", "name: master-2, role: worker", 30, "nodes",
          "exactly 3 master nodes are needed; found 2"),
-    Case("one-worker", W1, "", 30, "nodes", "1 worker is not a supported topology"),
     Case("bad-role", "role: worker, mac: \"b8:ce:f6:10:33:44\"", "role: infra, mac: \"b8:ce:f6:10:33:44\"",
          35, "nodes[4].role", "Input should be 'bootstrap', 'master' or 'worker'"),
     Case("bad-machine", W0, W0 + " machine: cloud,", 35, "nodes[4].machine",

@@ -125,7 +125,7 @@ def make_ignition(
         # Certificates are minted from here on: record the earliest time, so age is never understated.
         made_at = clock()
         run.run("create", "manifests", on_line=on_line)
-        set_masters_schedulable(assets / SCHEDULER_MANIFEST, inv.compact)
+        set_masters_schedulable(assets / SCHEDULER_MANIFEST, inv.masters_schedulable)
         run.run("create", "ignition-configs", on_line=on_line)
     finally:
         _keep_private(assets)  # also after a failed or interrupted step
@@ -138,7 +138,8 @@ def make_ignition(
     staged = [StagedFile(f.path, stage_dir / f.path, f.sha256, len(f.content), urls.get(f.path))
               for f in files]
     published = _publish(inv, files, record) if publish else None
-    return IgnitionResult(assets, stage_dir, made_at, version, inv.compact, staged, moved, published)
+    return IgnitionResult(assets, stage_dir, made_at, version, inv.masters_schedulable, staged, moved,
+                          published)
 
 
 def _publish(inv: Inventory, files: list[RenderedFile], record: bytes) -> PushResult:

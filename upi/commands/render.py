@@ -63,7 +63,7 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
     files: list[RenderedFile] = render_inventory(inv, extra, retire_bootstrap=retire_bootstrap)
     changes = plan(out, files)
     text = unified_diff(out, files, changes) if diff else None
-    notes = []
+    notes = warnings(inv)  # the inventory's own (validate prints them too)
     if not retire_bootstrap and previous_manifest(out).get("bootstrap_retired"):
         notes.append(f"the last render of {out} had the bootstrap retired (upi wait); this one puts "
                      f"{inv.bootstrap.name} back into HAProxy's API pools: pass --retire-bootstrap "

@@ -51,7 +51,8 @@ def lb_pools(inv: Inventory, *, include_bootstrap: bool = True) -> list[Pool]:
     """
     control = [*([inv.bootstrap] if include_bootstrap else []), *inv.masters]
     backup = {inv.bootstrap.name}
-    ingress = inv.masters if inv.compact else inv.workers
+    # One worker cannot hold both router replicas: the masters (schedulable then) share ingress.
+    ingress = inv.workers if not inv.masters_schedulable else [*inv.masters, *inv.workers]
     return [
         Pool("api-server", API_PORT, "roundrobin", "api", _backends(control, API_PORT, backup)),
         Pool("machine-config-server", MCS_PORT, "roundrobin", "tcp",

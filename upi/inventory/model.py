@@ -289,6 +289,15 @@ class Inventory(_Model):
         return not self.workers
 
     @property
+    def masters_schedulable(self) -> bool:
+        """Masters take workloads and the ingress routers: compact, or a single worker.
+
+        The ingress controller runs two router replicas on distinct nodes; one
+        worker alone cannot hold both, so the masters share the load.
+        """
+        return len(self.workers) < 2
+
+    @property
     def network_type(self) -> NetworkType:
         """`network.network_type`, defaulted by version (OVN from 4.12)."""
         if self.network.network_type:

@@ -40,20 +40,21 @@ def warnings(inv: Inventory) -> list[str]:
         out.append(f"OpenShift {inv.cluster.openshift_version} is past end of life")
     if inv.compact:
         out.append("no workers: a 3-node compact cluster; masters run ingress and workloads")
+    elif len(inv.workers) == 1:
+        out.append(
+            f"1 worker ({inv.workers[0].name}): the ingress controller runs two routers on distinct "
+            "nodes, so the masters are made schedulable (mastersSchedulable: true through upi "
+            "ignition) and the 80/443 pools hold the masters and the worker"
+        )
     return out + gpu_warnings(inv)
 
 
 def _roles(inv: Inventory) -> Iterator[Finding]:
-    boot, masters, workers = (len(inv.by_role(r)) for r in Role)
+    boot, masters, _ = (len(inv.by_role(r)) for r in Role)
     if boot != 1:
         yield ("nodes",), f"exactly one bootstrap node is needed; found {boot}"
     if masters != 3:
         yield ("nodes",), f"exactly 3 master nodes are needed; found {masters}"
-    if workers == 1:
-        yield ("nodes",), (
-            "1 worker is not a supported topology: use 2 or more workers, "
-            "or none for a 3-node compact cluster"
-        )
 
 
 def _names(inv: Inventory) -> Iterator[Finding]:
