@@ -41,9 +41,9 @@ def _answers(port: int) -> bool:
 
 
 def _start(conf: Path, port: int) -> subprocess.Popen[bytes]:
-    # The rendered binding as it is (its interface plus loopback, bind-dynamic):
-    # only the port is overridden, so tests do not need port 53; --no-hosts keeps
-    # this machine's /etc/hosts out of the answers.
+    # dns.conf names no addresses (dhcp-pxe.conf binds both files to the provisioner's
+    # interface): it runs as rendered, wildcard, on a free port; --no-hosts keeps this
+    # machine's /etc/hosts out of the answers.
     return subprocess.Popen(
         [require("dnsmasq"), "--keep-in-foreground", "--no-resolv", "--no-hosts", f"--port={port}",
          f"--conf-file={conf}", "--pid-file=", "--log-facility=-"],

@@ -162,7 +162,7 @@ def test_rendered_dnsmasq_serves_beside_libvirt_and_a_stub_resolver(tmp_path: Pa
     assert not libvirt.offered(node.mac), "libvirt's dnsmasq answered on the provisioner interface"
 
 
-def test_without_bind_dynamic_the_same_files_cannot_start(tmp_path: Path) -> None:
+def test_without_bind_interfaces_the_same_files_cannot_start(tmp_path: Path) -> None:
     """Negative control: the harness above does reproduce the site's failure."""
     require_root("network namespaces")
     dnsmasq = require("dnsmasq")
@@ -171,6 +171,6 @@ def test_without_bind_dynamic_the_same_files_cannot_start(tmp_path: Path) -> Non
     address = f"{inv.provisioner.ip}/{inv.network.machine_cidr.prefixlen}"
     with Lab(tmp_path / "lab", inv.provisioner.interface, address) as lab:
         _neighbours(lab, dnsmasq, _virbr_net(inv))
-        conf_dir = _conf_dir(tmp_path / "out", lab.workdir, strip="bind-dynamic")
+        conf_dir = _conf_dir(tmp_path / "out", lab.workdir, strip="bind-interfaces")
         with pytest.raises(RuntimeError, match="Address already in use"):
             lab.start_dnsmasq(dnsmasq, conf_dir, lab.workdir / "dnsmasq.log")

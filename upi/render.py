@@ -50,7 +50,6 @@ def _dns(inv: Inventory) -> list[RenderedFile]:
     ctx = {
         **_common(inv),
         "hosts": hosts,
-        "interface": inv.provisioner.interface,
         "upstream": [str(s) for s in inv.network.upstream_dns],
         "wildcards": [r for r in records if r.kind == "WILDCARD"],
         "srv": [r for r in records if r.kind == "SRV"],
