@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Role
+from upi.inventory.safety import safety_rules, safety_warnings, trust_bundle
 
 Finding = tuple[tuple[str | int, ...], str]
 
@@ -23,7 +24,8 @@ RESERVED_NAMES = {"api", "api-int", "apps", "console", "oauth"}
 def check_rules(inv: Inventory, *, check_files: bool = True) -> list[Finding]:
     """Every cross-field problem of a parsed inventory (empty when valid)."""
     findings: list[Finding] = []
-    for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines):
+    for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines,
+                 safety_rules):
         findings.extend(rule(inv))
     if check_files:
         findings.extend(_files(inv))
@@ -39,7 +41,7 @@ def warnings(inv: Inventory) -> list[str]:
         out.append(f"OpenShift {inv.cluster.openshift_version} is past end of life")
     if inv.compact:
         out.append("no workers: a 3-node compact cluster; masters run ingress and workloads")
-    return out
+    return out + safety_warnings(inv)
 
 
 def _roles(inv: Inventory) -> Iterator[Finding]:
@@ -183,9 +185,6 @@ def _machines(inv: Inventory) -> Iterator[Finding]:
             yield ("nodes", i, "firmware"), (
                 f"{node.name} is a DGX (gpu: true): DGX systems network-boot only with UEFI"
             )
-        for j, arg in enumerate(node.kernel_args):
-            if not arg or any(c.isspace() for c in arg):
-                yield ("nodes", i, "kernel_args", j), f"{arg!r} must be one argument, no spaces"
 
 
 def _files(inv: Inventory) -> Iterator[Finding]:
@@ -196,8 +195,8 @@ def _files(inv: Inventory) -> Iterator[Finding]:
         text = _read(inv, bundle)
         if text is None:
             yield ("cluster", "additional_trust_bundle_file"), f"cannot read {bundle}"
-        elif "-----BEGIN CERTIFICATE-----" not in text:
-            yield ("cluster", "additional_trust_bundle_file"), f"{bundle} holds no PEM certificate"
+        else:
+            yield from trust_bundle(inv, text)
     for i, node in enumerate(inv.nodes):
         if node.bmc and _read(inv, node.bmc.credentials_file) is None:
             yield ("nodes", i, "bmc", "credentials_file"), f"cannot read {node.bmc.credentials_file}"
