@@ -374,38 +374,72 @@ def test_a_bundle_of_certificates_and_comments_is_accepted(runner, tmp_path: Pat
     assert "BEGIN CERTIFICATE" in (tmp_path / "out" / "install-config.yaml").read_text()
 
 
-# --- YAML alias bombs: the line-number walk visits each node once ----------------------------
+# --- YAML alias bombs and deep nesting: bounded before anything walks them ---------------------
 
-def _bomb(levels: int = 9, width: int = 9) -> str:
-    rows = ["a0: &a0 [" + ", ".join(["x"] * width) + "]"]
+def _bomb(levels: int, width: int = 9, letter: str = "a") -> str:
+    rows = [f"{letter}0: &{letter}0 [" + ", ".join(["x"] * width) + "]"]
     for i in range(1, levels):
-        rows.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]")
+        rows.append(f"{letter}{i}: &{letter}{i} [" + ", ".join([f"*{letter}{i - 1}"] * width) + "]")
     return "\n".join(rows) + "\n"
 
 
-@pytest.mark.parametrize("where", ["top-level", "unknown-key", "kernel-args", "upstream-dns"])
-def test_an_alias_bomb_with_an_error_is_reported_not_expanded(runner, tmp_path: Path, where: str) -> None:
-    # 9 levels of 9 aliases: 9**9 (387 million) leaves from about 600 bytes.
-    bomb = _bomb()
-    assert len(bomb) < 700
+def _placed(where: str, bomb: str, levels: int) -> tuple[str, int, str]:
+    """dgxpod with the bomb placed `where`; the line and field of the error it brings."""
     text = inventory_path("dgxpod").read_text()
+    top = f"*{bomb[0]}{levels - 1}"
     if where == "top-level":
-        text, line, field_ = bomb + text, 1, "a0"
-    elif where == "unknown-key":
+        return bomb + text, 1, "a0"
+    if where == "unknown-key":
         flow = "{" + bomb.replace("\n", ", ").rstrip(", ") + "}"
-        text = text.replace("network:\n", f"network:\n  bomb: {flow}\n")
-        line, field_ = 10, "network.bomb"
-    elif where == "kernel-args":
-        text = bomb.replace("a", "b") + text.replace(W0, args("x").replace('["x"]', "*b8"))
-        line, field_ = 45, "nodes[4].kernel_args[0]"
-    else:
-        text = bomb.replace("a", "c") + text.replace("[10.33.0.10]", "*c8")
-        line, field_ = 24, "network.upstream_dns[0]"
+        return text.replace("network:\n", f"network:\n  bomb: {flow}\n"), 10, "network.bomb"
+    if where == "kernel-args":
+        text = text.replace(W0, args("x").replace('["x"]', top))
+        return bomb + text, 36 + levels, "nodes[4].kernel_args[0]"
+    return bomb + text.replace("[10.33.0.10]", top), 15 + levels, "network.upstream_dns[0]"
+
+
+WHERE = ["top-level", "unknown-key", "kernel-args", "upstream-dns"]
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_an_alias_bomb_is_refused_at_its_line_not_expanded(runner, tmp_path: Path, where: str) -> None:
+    # 9 levels of 9 aliases: 9**9 (387 million) values from about 600 bytes.
+    bomb = _bomb(9, letter="c" if where == "upstream-dns" else "a")
+    assert len(bomb) < 700
+    text, _, _ = _placed(where, bomb, 9)
+    path = _write(tmp_path, text)
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert "YAML aliases here expand to more than 1,000,000 values (an alias bomb?)" in result.output
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_aliases_under_the_bound_with_an_error_are_reported_at_the_field(runner, tmp_path: Path,
+                                                                         where: str) -> None:
+    # 8**6 = 262,144 values (twice, where the bomb is also used): allowed, and the line walk
+    # still visits each node only once.
+    text, line, field_ = _placed(where, _bomb(6, 8, letter="c" if where == "upstream-dns" else "a"), 6)
     path = _write(tmp_path, text)
     result = runner.invoke(app, ["validate", str(path)])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     assert f"{path}:{line}: {field_}: " in result.output, result.output
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    ("cluster: " + "[" * 3000 + "]" * 3000 + "\n", 1),
+    ("cluster: " + "{a: " * 200 + "1" + "}" * 200 + "\n", 1),
+    ("cluster: " + "- " * 5000 + "x\n", 1),
+    ("a: " + "[" * 100_000 + "]" * 100_000 + "\n", 1),  # libyaml's composer would crash the process
+    ("cluster:\n" + "".join(" " * i + f"k{i}:\n" for i in range(1, 400)) + " " * 400 + "x\n", 101),
+], ids=["flow-lists", "flow-maps", "block-dashes", "crashing-depth", "indentation"])
+def test_deep_nesting_exits_2_naming_the_line(runner, tmp_path: Path, text: str, line: int) -> None:
+    path = _write(tmp_path, text)
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert f"{path}:{line}: YAML nested more than 100 levels deep" in result.output, result.output
 
 
 # --- values are printed as text: never Rich markup, never raw terminal escapes -------------

@@ -13,6 +13,7 @@ from yaml.constructor import ConstructorError
 from upi.errors import InventoryError, Problem
 from upi.inventory.model import Inventory
 from upi.inventory.rules import check_rules
+from upi.inventory.yamlbounds import check_depth, check_graph, needs_graph_check
 
 try:  # libyaml parses a 5,000-node inventory ~10x faster than pure Python, same marks
     from yaml import CSafeLoader as _BaseLoader
@@ -119,12 +120,15 @@ class _Lines:
 
 
 def _parse(text: str, name: str) -> tuple[Any, _Lines]:
+    check_depth(text, name)
     try:
         loader = _SafeLoader(text)
         try:
             root = loader.get_single_node()
             if root is None:
                 raise InventoryError([f"{name}: the file is empty; see docs/inventory.md"])
+            if needs_graph_check(text):  # aliases, or indented past any real inventory
+                check_graph(root, name)
             data = loader.construct_document(root)
             lines = _Lines(root)
             if loader.duplicate_keys:
