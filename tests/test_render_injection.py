@@ -187,9 +187,15 @@ def _dir_shape(path: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def workdir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("pull-secret.json", "id_rsa.pub"):
-            (Path(tmp) / name).write_bytes((INVENTORIES / name).read_bytes())
+        _copy_files(Path(tmp))
         yield Path(tmp)
+
+
+def _copy_files(dest: Path) -> None:
+    """The files the examples name (pull secret, key, CA bundle), so relative paths resolve."""
+    for src in INVENTORIES.iterdir():
+        if src.is_file() and src.suffix != ".yaml":
+            (dest / src.name).write_bytes(src.read_bytes())
 
 
 def _render(workdir: Path, doc: dict[str, Any]) -> list[RenderedFile] | None:
@@ -274,8 +280,7 @@ def _cli_render(runner, tmp_path: Path, values: dict[tuple[Any, ...], str]) -> P
     doc = copy.deepcopy(BASES["dgxpod"])
     for path, value in values.items():
         _set(doc, path, value)
-    for name in ("pull-secret.json", "id_rsa.pub"):
-        (tmp_path / name).write_bytes((INVENTORIES / name).read_bytes())
+    _copy_files(tmp_path)
     inv = tmp_path / "inventory.yaml"
     inv.write_text(yaml.safe_dump(doc, sort_keys=False))
     result = runner.invoke(app, ["render", str(inv), "-o", str(tmp_path / "out")])

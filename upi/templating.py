@@ -27,6 +27,18 @@ def templates_dir() -> Path:
     raise FileNotFoundError("upi templates not found (broken install?)")
 
 
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings (a PEM trust bundle) as `|` blocks, as the installer's docs write them."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str)
+
+
 class Block(str):
     """Filter output that may span lines (a whole YAML document): the one kind `_one_line` passes."""
 
@@ -55,8 +67,9 @@ def _one_line(value: Any) -> Any:
 
 
 def _to_yaml(value: Any) -> Block:
-    dumped = yaml.safe_dump(value, sort_keys=False, default_flow_style=False, width=1_000_000)
-    return Block(dumped.rstrip("\n"))
+    text = yaml.dump(value, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False,
+                     width=1_000_000)
+    return Block(str(text).rstrip("\n"))
 
 
 def _virt_opt(value: Any) -> str:
