@@ -17,6 +17,7 @@ import json
 import ssl
 import threading
 import time
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,9 @@ class FakeKube:
         self.watch_generation = 0
         self.watches_served = 0
         self.closed = False
+        # Misbehaviour on demand: tamper(method, path) returns the raw bytes to send instead
+        # of the real answer (each chunk flushed on its own, so a generator can drip), or None.
+        self.tamper: Callable[[str, str], Iterable[bytes] | None] | None = None
         self.httpd, self.url, self.kubeconfig, self.ca_pem = serve_tls(workdir, _Handler, self)
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -132,6 +136,24 @@ class FakeKube:
             self.nodes[name] = obj
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)
+
+    def add_raw_event(self, line: bytes) -> None:
+        """Send `line` as-is to every watch, as one event line (a malformed event, for tests)."""
+        with self.lock:
+            self.rv += 1
+            self.events.append((self.rv, "RAW", {"raw": line}))
+            self.lock.notify_all()
+
+    def decide_directly(self, name: str, condition: str = "Approved") -> None:
+        """Approve (or deny) a CSR as another approver, an admin or an earlier run did."""
+        with self.lock:
+            cur = self.csrs[name]
+            cur["status"]["conditions"] = [{"type": condition, "status": "True", "reason": "Other",
+                                            "lastUpdateTime": _now(), "lastTransitionTime": _now()}]
+            if condition == "Approved":
+                self.approved_at[name] = time.monotonic()
+                self.approval_order.append(name)
+            self._bump(cur, "MODIFIED")
 
     def touch_csr(self, name: str) -> None:
         """Another writer changed the CSR: its resourceVersion moves on."""
@@ -239,8 +261,25 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(401, status(401, "Unauthorized", "Unauthorized"))
         return False
 
+    def _tampered(self, method: str) -> bool:
+        """Send the test's raw bytes instead of the answer, if it wants to for this request."""
+        tamper = self.fake.tamper
+        chunks = tamper(method, self.path) if tamper is not None else None
+        if chunks is None:
+            return False
+        if method == "PUT":
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        try:
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except OSError:
+            pass
+        self.close_connection = True
+        return True
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        if not self._authenticated():
+        if not self._authenticated() or self._tampered("GET"):
             return
         url = urlsplit(self.path)
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
@@ -308,7 +347,8 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         while True:
             for rv, kind, obj in backlog:
-                line = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+                line = (obj["raw"] if kind == "RAW"
+                        else json.dumps({"type": kind, "object": obj}).encode() + b"\n")
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
                 since = max(since, rv)
             self.wfile.flush()
@@ -323,7 +363,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def do_PUT(self) -> None:  # noqa: N802 - http.server's naming
-        if not self._authenticated():
+        if not self._authenticated() or self._tampered("PUT"):
             return
         raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         ctype = self.headers.get("Content-Type", "application/json")
