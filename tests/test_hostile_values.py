@@ -216,6 +216,8 @@ DIGITS_AND_INTS = [
     Case("memory-as-string", M0, m0('vm: {memory_mib: "32768"}'), 32, "nodes[1].vm.memory_mib",
          "valid integer"),
     Case("disk-as-float", M0, m0("vm: {disk_gib: 120.0}"), 32, "nodes[1].vm.disk_gib", "valid integer"),
+    Case("gpus-true", W0, "     install_disk: /dev/nvme0n1, gpu: true, gpus: true}\n  - {name: worker-1", 36,
+         "nodes[4].gpus", "valid integer"),
 ]
 
 COMMAS = [

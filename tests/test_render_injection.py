@@ -71,6 +71,10 @@ FIELDS: dict[tuple[Any, ...], list[str]] = {
     ("nodes", 0, "install_disk"): ["/dev/", "/dev/disk/by-id/", ""],
     ("nodes", 2, "kernel_args", 0): ["", "rd.", "console=ttyS0,"],
     ("nodes", 0, "mac"): ["52:54:00:21:03:5", ""],
+    ("gpu", "operator_channel"): ["v26.", "stable"],
+    ("gpu", "nfd_image"): ["quay.io/nfd:", "registry.example.com/"],
+    ("gpu", "catalog_sources", "gpu_operator"): ["certified-", ""],
+    ("nodes", 4, "mig_config"): ["all-1g.", ""],
 }
 
 
@@ -89,7 +93,9 @@ def _set(doc: dict[str, Any], path: tuple[Any, ...], value: str) -> None:
 
 # A plain value for each optional field, so the baseline renders the same optional parts.
 BENIGN = {("load_balancer", "hostname"): "lb", ("nodes", 0, "install_disk"): "/dev/sdb",
-          ("nodes", 2, "kernel_args", 0): "quiet"}
+          ("nodes", 2, "kernel_args", 0): "quiet", ("gpu", "operator_channel"): "v26.3",
+          ("gpu", "nfd_image"): "quay.io/nfd:v1", ("gpu", "catalog_sources", "gpu_operator"): "certified",
+          ("nodes", 4, "mig_config"): "all-1g.10gb"}
 
 
 def _get(doc: Any, path: tuple[Any, ...]) -> Any:
@@ -108,7 +114,8 @@ def hostile_inventory(draw: st.DrawFn) -> tuple[str, dict[str, Any], dict[str, A
     plain, doc = copy.deepcopy(BASES[name]), copy.deepcopy(BASES[name])
     paths = draw(st.lists(st.sampled_from(sorted(FIELDS, key=str)), min_size=1, max_size=2, unique=True))
     for path in paths:
-        if path[0] == "hypervisor" and "hypervisor" not in doc:
+        if (path[0] == "hypervisor" and "hypervisor" not in doc) or (
+                path[0] == "nodes" and len(doc["nodes"]) <= path[1]):
             continue
         prefixes = FIELDS[path]
         if path[0] == "rhcos" and path[1] == "rootfs" and "rootfs" not in doc["rhcos"]:

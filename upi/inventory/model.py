@@ -212,7 +212,7 @@ class Node(_Model):
     firmware: Firmware | None = None
     install_disk: DevicePath | None = None
     gpu: bool = False
-    gpus: int | None = Field(default=None, ge=1, le=64)
+    gpus: StrictInt | None = Field(default=None, ge=1, le=64)
     mig_config: MigProfile | None = None
     vm: VmSize | None = None
     bmc: Bmc | None = None
