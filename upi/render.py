@@ -11,6 +11,7 @@ from upi import __version__
 from upi.facts import VmSpec, boot_entries, dns_records, host_entries, lb_pools, vm_specs
 from upi.facts.boot import GRUB_FALLBACK, GRUB_IMAGE, PXELINUX_FALLBACK, PXELINUX_IMAGE
 from upi.facts.installconfig import install_config
+from upi.gpu.objects import render_files as gpu_files
 from upi.inventory.model import Firmware, Inventory
 from upi.templating import render_template
 
@@ -159,6 +160,7 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
         haproxy_cfg(inv, include_bootstrap=not retire_bootstrap),
         *_vms(inv),
         *_csr(inv),
+        *(_file(path, text) for path, text in gpu_files(inv)),
         *extra,
     ]
     return [*files, manifest(files, inv, bootstrap_retired=retire_bootstrap)]

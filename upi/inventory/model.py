@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from upi.inventory.gpu import GpuSettings, MigProfile
 from upi.inventory.types import (
     AbsPath,
     DnsLabel,
@@ -203,6 +204,8 @@ class Node(_Model):
     firmware: Firmware | None = None
     install_disk: AbsPath | None = None
     gpu: bool = False
+    gpus: int | None = Field(default=None, ge=1, le=64)
+    mig_config: MigProfile | None = None
     vm: VmSize | None = None
     bmc: Bmc | None = None
     hypervisor: Hypervisor | None = None
@@ -246,6 +249,7 @@ class Inventory(_Model):
     load_balancer: LoadBalancer
     hypervisor: Hypervisor | None = None
     nodes: list[Node] = Field(min_length=1)
+    gpu: GpuSettings | None = None
 
     # Set by the loader: where the inventory file is, for relative paths.
     source: Path = Field(default=Path("inventory.yaml"), exclude=True)

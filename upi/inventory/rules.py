@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from upi.inventory.gpu import gpu_rules, gpu_warnings
 from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Role
 
 Finding = tuple[tuple[str | int, ...], str]
@@ -23,7 +24,7 @@ RESERVED_NAMES = {"api", "api-int", "apps", "console", "oauth"}
 def check_rules(inv: Inventory, *, check_files: bool = True) -> list[Finding]:
     """Every cross-field problem of a parsed inventory (empty when valid)."""
     findings: list[Finding] = []
-    for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines):
+    for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines, gpu_rules):
         findings.extend(rule(inv))
     if check_files:
         findings.extend(_files(inv))
@@ -39,7 +40,7 @@ def warnings(inv: Inventory) -> list[str]:
         out.append(f"OpenShift {inv.cluster.openshift_version} is past end of life")
     if inv.compact:
         out.append("no workers: a 3-node compact cluster; masters run ingress and workloads")
-    return out
+    return out + gpu_warnings(inv)
 
 
 def _roles(inv: Inventory) -> Iterator[Finding]:

@@ -1,0 +1,1 @@
+"""GPU day 2: Node Feature Discovery + NVIDIA GPU Operator, installed and proven per node."""

@@ -1,0 +1,135 @@
+"""The inventory's `gpu:` section and the GPU rules (docs/gpu.md, reference gpu-day2.md).
+
+Kept apart from model.py so the GPU day-2 settings grow without touching the
+model every other command shares.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from upi.inventory.model import Inventory
+
+Finding = tuple[tuple[str | int, ...], str]
+
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
+# A crun change in these releases breaks every GPU Operator version (gpu-day2.md §4).
+BROKEN_VERSIONS = frozenset({"4.18.22", "4.18.23"})
+
+
+def _k8s_name(value: str) -> str:
+    if not _NAME.match(value):
+        raise ValueError(
+            f"{value!r} is not a Kubernetes name (lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit)"
+        )
+    return value
+
+
+def _image(value: str) -> str:
+    if not _IMAGE.match(value):
+        raise ValueError(f"{value!r} is not a container image reference (registry/repo:tag)")
+    return value
+
+
+def _overrides(value: dict[str, Any]) -> dict[str, Any]:
+    """Expand dotted keys (`driver.rdma.enabled: true`) into nested mappings."""
+    out: dict[str, Any] = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
+            raise ValueError(f"{key!r} is not a ClusterPolicy spec field (write driver.rdma.enabled)")
+        parts = key.split(".")
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ValueError(f"{key!r} sets inside {'.'.join(parts[: i + 1])}, which is not a mapping")
+            node = child
+        leaf = _overrides(val) if isinstance(val, dict) else val
+        if isinstance(node.get(parts[-1]), dict) and isinstance(leaf, dict):
+            node[parts[-1]] = merge(node[parts[-1]], leaf)
+        elif parts[-1] in node:
+            raise ValueError(f"{key!r} is given twice (once dotted, once nested)")
+        else:
+            node[parts[-1]] = leaf
+    return out
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`overrides` merged onto `base`: mappings recursively, anything else replaced."""
+    out = dict(base)
+    for key, val in overrides.items():
+        if isinstance(val, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], val)
+        else:
+            out[key] = val
+    return out
+
+
+K8sName = Annotated[str, AfterValidator(_k8s_name)]
+Image = Annotated[str, AfterValidator(_image)]
+MigProfile = Annotated[str, AfterValidator(_k8s_name)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CatalogSources(_Model):
+    """OLM catalog sources the operators come from (rename them for a mirrored catalog)."""
+
+    nfd: K8sName = "redhat-operators"
+    gpu_operator: K8sName = "certified-operators"
+    namespace: K8sName = "openshift-marketplace"
+
+
+class Validation(_Model):
+    """The workload that proves a GPU is schedulable: one pod per GPU node."""
+
+    image: Image = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubi8"
+    success_log: str = Field(default="Test PASSED", min_length=1)
+    command: list[str] | None = Field(default=None, min_length=1)
+
+
+class GpuSettings(_Model):
+    """Cluster-level GPU day 2: NFD + NVIDIA GPU Operator through OLM."""
+
+    operator_channel: K8sName | None = None
+    nfd_channel: K8sName = "stable"
+    operator_namespace: K8sName = "nvidia-gpu-operator"
+    catalog_sources: CatalogSources = CatalogSources()
+    nfd_image: Image | None = None
+    cluster_policy: Annotated[dict[str, Any], AfterValidator(_overrides)] = Field(default_factory=dict)
+    validation: Validation = Validation()
+
+
+DEFAULT = GpuSettings()
+
+
+def settings(inv: Inventory) -> GpuSettings:
+    """The inventory's `gpu:` section, or every default."""
+    return inv.gpu or DEFAULT
+
+
+def gpu_rules(inv: Inventory) -> Iterator[Finding]:
+    """`gpus` and `mig_config` mean something only on a `gpu: true` node."""
+    for i, node in enumerate(inv.nodes):
+        if node.gpus is not None and not node.gpu:
+            yield ("nodes", i, "gpus"), f"{node.name} sets gpus but not gpu: true (add gpu: true)"
+        if node.mig_config is not None and not node.gpu:
+            yield ("nodes", i, "mig_config"), f"{node.name} sets mig_config but not gpu: true"
+
+
+def gpu_warnings(inv: Inventory) -> list[str]:
+    """GPU facts worth a warning: a release the GPU Operator is known broken on."""
+    out = []
+    if any(n.gpu for n in inv.nodes) and inv.cluster.openshift_version in BROKEN_VERSIONS:
+        out.append(f"OpenShift {inv.cluster.openshift_version} breaks every GPU Operator version "
+                   "(crun change): install another release before upi gpu")
+    return out
