@@ -17,14 +17,14 @@ import json
 import ssl
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import yaml
-from certs import issue, make_ca
 from kube_proto import decode_csr_approval
+from kube_tls import serve_tls
 
 CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 NODE_PATH = "/api/v1/nodes"
@@ -78,27 +78,10 @@ class FakeKube:
         self.watch_generation = 0
         self.watches_served = 0
         self.closed = False
-        ca = make_ca("kube-apiserver-fake-ca")
-        server = issue(ca, "127.0.0.1", server=True)
-        client_ca = make_ca("admin-kubeconfig-signer")
-        admin = issue(client_ca, "system:admin", org="system:masters")
-        workdir.mkdir(parents=True, exist_ok=True)
-        for name, pem in [("server.crt", server.cert_pem + ca.cert_pem), ("server.key", server.key_pem),
-                          ("client-ca.crt", client_ca.cert_pem)]:
-            (workdir / name).write_bytes(pem)
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(workdir / "server.crt", workdir / "server.key")
-        ctx.load_verify_locations(workdir / "client-ca.crt")
-        ctx.verify_mode = ssl.CERT_OPTIONAL
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.httpd.fake = self  # type: ignore[attr-defined]
-        self.url = f"https://127.0.0.1:{self.httpd.server_address[1]}"
-        self.kubeconfig = workdir / "auth" / "kubeconfig"
-        self.kubeconfig.parent.mkdir(exist_ok=True)
-        self.kubeconfig.write_text(yaml.safe_dump(_kubeconfig(self.url, ca.cert_pem, admin)))
-        self.ca_pem = ca.cert_pem
+        # Misbehaviour on demand: tamper(method, path) returns the raw bytes to send instead
+        # of the real answer (each chunk flushed on its own, so a generator can drip), or None.
+        self.tamper: Callable[[str, str], Iterable[bytes] | None] | None = None
+        self.httpd, self.url, self.kubeconfig, self.ca_pem = serve_tls(workdir, _Handler, self)
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def start(self) -> FakeKube:
@@ -153,6 +136,24 @@ class FakeKube:
             self.nodes[name] = obj
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)
+
+    def add_raw_event(self, line: bytes) -> None:
+        """Send `line` as-is to every watch, as one event line (a malformed event, for tests)."""
+        with self.lock:
+            self.rv += 1
+            self.events.append((self.rv, "RAW", {"raw": line}))
+            self.lock.notify_all()
+
+    def decide_directly(self, name: str, condition: str = "Approved") -> None:
+        """Approve (or deny) a CSR as another approver, an admin or an earlier run did."""
+        with self.lock:
+            cur = self.csrs[name]
+            cur["status"]["conditions"] = [{"type": condition, "status": "True", "reason": "Other",
+                                            "lastUpdateTime": _now(), "lastTransitionTime": _now()}]
+            if condition == "Approved":
+                self.approved_at[name] = time.monotonic()
+                self.approval_order.append(name)
+            self._bump(cur, "MODIFIED")
 
     def touch_csr(self, name: str) -> None:
         """Another writer changed the CSR: its resourceVersion moves on."""
@@ -260,8 +261,25 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(401, status(401, "Unauthorized", "Unauthorized"))
         return False
 
+    def _tampered(self, method: str) -> bool:
+        """Send the test's raw bytes instead of the answer, if it wants to for this request."""
+        tamper = self.fake.tamper
+        chunks = tamper(method, self.path) if tamper is not None else None
+        if chunks is None:
+            return False
+        if method == "PUT":
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        try:
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except OSError:
+            pass
+        self.close_connection = True
+        return True
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        if not self._authenticated():
+        if not self._authenticated() or self._tampered("GET"):
             return
         url = urlsplit(self.path)
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
@@ -329,7 +347,8 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         while True:
             for rv, kind, obj in backlog:
-                line = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+                line = (obj["raw"] if kind == "RAW"
+                        else json.dumps({"type": kind, "object": obj}).encode() + b"\n")
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
                 since = max(since, rv)
             self.wfile.flush()
@@ -344,7 +363,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def do_PUT(self) -> None:  # noqa: N802 - http.server's naming
-        if not self._authenticated():
+        if not self._authenticated() or self._tampered("PUT"):
             return
         raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         ctype = self.headers.get("Content-Type", "application/json")

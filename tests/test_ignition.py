@@ -16,8 +16,10 @@ from conftest import inventory_path
 
 from upi.cli import app
 from upi.ignition import IGNITION_FILES, ignition_status, made_at
+from upi.installer import Installer, InstallerFailed, pull_secret_fragments
 
 pytestmark = pytest.mark.usefixtures("fake_openshift_install")
+GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
 def ignition(runner, inventory: Path, tmp_path: Path, *extra: str):
@@ -120,24 +122,124 @@ def test_refused_install_config_fails_with_exit_3_meaning(runner, tmp_path: Path
     result = ignition(runner, inventory_path("legacy-4.3"), tmp_path)
     assert result.exit_code == 1
     assert "upi: error: openshift-install create manifests exited 3 (install-config error)\n" \
-        "  FATAL failed to fetch Master Machines" in result.stderr
+        "  ERROR failed to fetch Master Machines" in result.stderr
     assert "networkType OpenShiftSDN is not supported, please use OVNKubernetes" in result.stderr
-    assert "upi: warning: openshift-install is 4.16 but the inventory says OpenShift 4.3" in result.stderr
+    assert "upi: warning: openshift-install 4.16.3 is for OpenShift 4.16 but the inventory says " \
+        "OpenShift 4.3" in result.stderr
     assert not (tmp_path / "out" / "http").exists()
+    # The installer logged the refused install-config, pull secret and all: owner-only.
+    assert mode(tmp_path / "assets" / ".openshift_install.log") == 0o600
+    assert mode(tmp_path / "assets") == 0o700
 
 
-def test_pull_secret_is_never_echoed(runner, tmp_path: Path, example_dir: Path) -> None:
-    # No "auth" for quay.io: the installer refuses it and echoes the whole value, as the real one does.
+def test_version_warning_names_the_version_not_the_path(runner, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real `version` starts with argv[0]; a path holding another version must not confuse upi.
+    bindir = tmp_path / "ocp-4.12.9" / "bin"
+    bindir.mkdir(parents=True)
+    binary = bindir / "openshift-install"
+    binary.symlink_to(os.environ["UPI_OPENSHIFT_INSTALL"])
+    monkeypatch.setenv("UPI_OPENSHIFT_INSTALL", str(binary))
+    monkeypatch.setenv("FAKE_OPENSHIFT_INSTALL_VERSION", "4.17.2")
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "upi: warning: openshift-install 4.17.2 is for OpenShift 4.17 but the inventory says " \
+        "OpenShift 4.16" in result.stderr
+    assert str(bindir) not in result.stderr
+    record = json.loads((tmp_path / "assets" / ".upi-ignition.json").read_text())
+    assert record["openshift_install"] == "openshift-install 4.17.2"
+
+
+@pytest.mark.parametrize(("name", "edit", "reason"), [
+    ("legacy-4.3", {}, "networkType OpenShiftSDN is not supported"),
+    ("dgxpod", {"fips": True}, "fips: Forbidden: target cluster is in FIPS mode"),
+    ("compact", {"fips": True}, "use the FIPS-capable installer binary"),
+], ids=["sdn-to-a-4.16-installer", "fips-on-a-non-fips-host", "fips-compact"])
+def test_installer_log_and_state_stay_private_after_a_failed_step(
+        runner, tmp_path: Path, example_dir: Path, name: str, edit: dict, reason: str) -> None:
+    # Refusals upi cannot foresee (the installer's release, the host's FIPS mode).
+    inv = example_dir / f"{name}.yaml"
+    doc = yaml.safe_load(inv.read_text())
+    doc["cluster"].update(edit)
+    inv.write_text(yaml.safe_dump(doc))
+    assets = tmp_path / "assets"
+    result = runner.invoke(app, ["ignition", str(inv), "--dir", str(assets), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    assert reason in result.stderr
+    log = assets / ".openshift_install.log"
+    token = json.loads((example_dir / "pull-secret.json").read_text())["auths"]
+    token = next(iter(token.values()))["auth"]
+    assert token in log.read_text()  # the installer did log the secret: the mode is what protects it
+    assert token not in result.output
+    assert mode(log) == 0o600 and mode(assets) == 0o700
+
+
+def test_a_loose_existing_assets_dir_is_warned_about(runner, tmp_path: Path) -> None:
+    assets = tmp_path / "assets"
+    assets.mkdir(mode=0o755)
+    assets.chmod(0o755)
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path)
+    assert result.exit_code == 0, result.output
+    assert f"upi: warning: {assets} is mode 0755: the installer's manifests, log and auth/ hold " \
+        "the pull secret" in result.stderr
+    for name in (".openshift_install.log", ".openshift_install_state.json", "auth/kubeconfig"):
+        assert mode(assets / name) == 0o600, name
+
+
+def test_force_moves_aside_everything_the_installer_wrote(runner, tmp_path: Path) -> None:
+    assert ignition(runner, inventory_path("dgxpod"), tmp_path).exit_code == 0
+    assets = tmp_path / "assets"
+    before = {p.name for p in assets.iterdir()} - {".upi-previous"}
+    assert {"000_capi-namespace.yaml", ".openshift_install.log", "bootstrap.ign"} <= before
+    (assets / "bootstrap-in-place-for-live-iso.ign").write_text("{}")
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path, "--force")
+    assert result.exit_code == 0, result.output
+    [previous] = (assets / ".upi-previous").iterdir()
+    assert before | {"bootstrap-in-place-for-live-iso.ign"} <= {p.name for p in previous.iterdir()}
+    assert (previous / "000_capi-namespace.yaml").read_bytes() == b""
+    assert mode(assets / ".upi-previous") == 0o700
+    assert mode(previous / ".openshift_install.log") == 0o600
+    assert not (assets / "bootstrap-in-place-for-live-iso.ign").exists()
+
+
+def test_scheduler_manifest_keeps_the_keys_upi_does_not_own(runner, tmp_path: Path) -> None:
+    assert ignition(runner, inventory_path("dgxpod"), tmp_path).exit_code == 0
+    spec = scheduler_in_bootstrap(tmp_path / "assets")["spec"]
+    assert spec["profileCustomizations"] == {"dynamicResourceAllocation": ""}
+
+
+@pytest.mark.parametrize(("name", "trusted"), [("compact", "user-ca-bundle"), ("dgxpod", "")])
+def test_a_trust_bundle_without_a_proxy_is_trusted_cluster_wide(runner, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                name: str, trusted: str) -> None:
+    # compact has a mirror CA and no proxy: the policy Always makes the Proxy object carry it.
+    monkeypatch.setenv("FAKE_OPENSHIFT_INSTALL_VERSION", "4.18.1")
+    assert ignition(runner, inventory_path(name), tmp_path).exit_code == 0
+    doc = json.loads((tmp_path / "assets" / "bootstrap.ign").read_text())
+    entry = next(f for f in doc["storage"]["files"]
+                 if f["path"].endswith("/manifests/cluster-proxy-01-config.yaml"))
+    proxy = yaml.safe_load(base64.b64decode(entry["contents"]["source"].split(",", 1)[1]))
+    assert proxy["spec"]["trustedCA"] == {"name": trusted}
+
+
+def test_pull_secret_is_never_echoed(tmp_path: Path, example_dir: Path) -> None:
+    # No "auth" for quay.io: the installer refuses it and echoes the whole value, as the real
+    # one does. `upi validate` refuses it first, so the installer is run here directly.
     token = "c2VjcmV0LXRva2VuLW5ldmVyLXByaW50ZWQ="
-    secret = {"auths": {"quay.io": {"email": "admin@example.com", "token": token}}}
-    (example_dir / "pull-secret.json").write_text(json.dumps(secret))
-    result = ignition(runner, example_dir / "dgxpod.yaml", tmp_path)
-    assert result.exit_code == 1
-    log = (tmp_path / "assets" / ".openshift_install.log").read_text()
-    assert token in log  # the fake did print it: the filter was tested
-    assert token not in result.output and token not in result.stderr
-    assert "pullSecret: Invalid value: \"<redacted>\": \"quay.io\" requires either auth or credsStore" \
-        in result.stderr
+    secret = json.dumps({"auths": {"quay.io": {"email": "admin@example.com", "token": token}}})
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    config = yaml.safe_load((GOLDEN / "dgxpod" / "install-config.yaml").read_text())
+    config["pullSecret"] = secret
+    (assets / "install-config.yaml").write_text(yaml.safe_dump(config))
+    installer = Installer(Path(os.environ["UPI_OPENSHIFT_INSTALL"]), assets, pull_secret_fragments(secret))
+    seen: list[str] = []
+    with pytest.raises(InstallerFailed) as info:
+        installer.run("create", "manifests", on_line=seen.append)
+    assert token in (assets / ".openshift_install.log").read_text()  # the fake did print it
+    assert not any(token in line for line in seen) and token not in str(info.value)
+    assert "pullSecret: Invalid value: \"<redacted>\": \"quay.io\" requires either auth or " \
+        "credsStore" in str(info.value)
 
 
 def test_absent_installer_says_where_it_looked(runner, tmp_path: Path,

@@ -37,14 +37,19 @@ RECORD = "upi-ignition.json"  # beside the staged files
 ASSETS_RECORD = ".upi-ignition.json"  # in ASSETS
 PUBLISH_STAGING = ".upi-http"  # in ASSETS: the staging dir when publishing without -o
 STATE_FILE = ".openshift_install_state.json"
+INSTALLER_LOG = ".openshift_install.log"
 SCHEDULER_MANIFEST = "manifests/cluster-scheduler-02-config.yml"
 AUTH_FILES = ("auth/kubeconfig", "auth/kubeadmin-password")
 PREVIOUS_DIR = ".upi-previous"
 # What openshift-install and upi leave in ASSETS: moved aside, never deleted, by --force.
 # .upi-wait.json is `upi wait`'s resume record: a new install must not resume the old one.
-INSTALL_OUTPUTS = (STATE_FILE, ".openshift_install.log", "install-config.yaml",
+# `create manifests` also leaves an empty 000_capi-namespace.yaml; any *.ign goes too.
+INSTALL_OUTPUTS = (STATE_FILE, INSTALLER_LOG, "install-config.yaml",
                    "install-config.yaml.orig", "manifests", "openshift", "auth", "metadata.json",
-                   ASSETS_RECORD, ".upi-wait.json", *IGNITION_FILES)
+                   "000_capi-namespace.yaml", ASSETS_RECORD, ".upi-wait.json", *IGNITION_FILES)
+INSTALL_OUTPUT_PATTERNS = ("*.ign", "000_*.yaml")
+# Owner-only: on a refused install-config the installer logs the whole pull secret.
+PRIVATE_FILES = (INSTALLER_LOG, STATE_FILE, *AUTH_FILES)
 
 Clock = Callable[[], datetime]
 
@@ -106,19 +111,24 @@ def make_ignition(
     publish = render_dir is None
     render_dir = assets / PUBLISH_STAGING if render_dir is None else render_dir
     _check_dirs(assets, render_dir)
+    for warning in _make_assets(assets):
+        on_warning(warning)
     moved = _clear_old_install(assets, force=force, clock=clock)
     secret = inv.resolve(inv.cluster.pull_secret_file).read_text()
     run = Installer(binary, assets, pull_secret_fragments(secret))
     version = run.version()
     for warning in _version_warnings(inv, version):
         on_warning(warning)
-    write_install_config(inv, assets)
-    # Certificates are minted from here on: record the earliest time, so age is never understated.
-    made_at = clock()
-    run.run("create", "manifests", on_line=on_line)
-    set_masters_schedulable(assets / SCHEDULER_MANIFEST, inv.compact)
-    run.run("create", "ignition-configs", on_line=on_line)
-    _secure_auth(assets)
+    try:
+        write_install_config(inv, assets)
+        _keep_private(assets)  # before the installer first appends to its log
+        # Certificates are minted from here on: record the earliest time, so age is never understated.
+        made_at = clock()
+        run.run("create", "manifests", on_line=on_line)
+        set_masters_schedulable(assets / SCHEDULER_MANIFEST, inv.compact)
+        run.run("create", "ignition-configs", on_line=on_line)
+    finally:
+        _keep_private(assets)  # also after a failed or interrupted step
     files = _read_ignition(assets)
     stage_dir = render_dir / STAGE_DIR
     record = _record(inv, files, made_at, version)
@@ -148,6 +158,33 @@ def _check_dirs(assets: Path, render_dir: Path) -> None:
                          "its directory, so give it one of its own (e.g. assets/<cluster>)")
 
 
+def _make_assets(assets: Path) -> list[str]:
+    """ASSETS, created owner-only; a warning when an existing one is open to others."""
+    if not assets.exists():
+        assets.mkdir(parents=True, mode=0o700)
+        assets.chmod(0o700)  # mkdir's mode is masked by the umask
+        return []
+    mode = assets.stat().st_mode & 0o777
+    if mode & 0o077:
+        return [f"{assets} is mode {mode:04o}: the installer's manifests, log and auth/ hold the "
+                "pull secret and cluster-admin credentials; `chmod 700` it"]
+    return []
+
+
+def _keep_private(assets: Path) -> None:
+    """The installer's log and state, and the admin credentials: 0600.
+
+    An absent log is created 0600, so the installer (which appends to it and
+    would create it 0644) never writes a secret into a readable file.
+    """
+    for name in PRIVATE_FILES:
+        path = assets / name
+        if name == INSTALLER_LOG and not path.exists():
+            path.touch(mode=SECRET)
+        if path.is_file() and not path.is_symlink():
+            path.chmod(SECRET)
+
+
 def _clear_old_install(assets: Path, *, force: bool, clock: Clock) -> Path | None:
     """Refuse an ASSETS dir with an older install's state; with `force`, move it aside."""
     if not (assets / STATE_FILE).exists():
@@ -158,9 +195,12 @@ def _clear_old_install(assets: Path, *, force: bool, clock: Clock) -> Path | Non
             "reuse its assets and certificates. Use an empty directory, or pass --force to move "
             f"the old files into {assets / PREVIOUS_DIR}/")
     dest = assets / PREVIOUS_DIR / clock().strftime("%Y%m%dT%H%M%SZ")
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in INSTALL_OUTPUTS:
-        if (assets / name).exists():
+    dest.mkdir(parents=True, exist_ok=True, mode=0o700)
+    (assets / PREVIOUS_DIR).chmod(0o700)  # the old install's secrets move in here
+    names = {*INSTALL_OUTPUTS, *(p.name for pattern in INSTALL_OUTPUT_PATTERNS
+                                 for p in assets.glob(pattern))}
+    for name in sorted(names):
+        if (assets / name).exists() or (assets / name).is_symlink():
             (assets / name).replace(dest / name)
     return dest
 
@@ -169,9 +209,9 @@ def _version_warnings(inv: Inventory, version_line: str) -> list[str]:
     release = release_of(version_line)
     if release is None or release == inv.cluster.version:
         return []
-    found = ".".join(map(str, release))
-    return [f"{version_line.split()[0]} is {found} but the inventory says OpenShift "
-            f"{inv.cluster.openshift_version}: the RHCOS images and network type may not match"]
+    return [f"{version_line} is for OpenShift {'.'.join(map(str, release))} but the inventory says "
+            f"OpenShift {inv.cluster.openshift_version}: the RHCOS images and network type may not "
+            "match"]
 
 
 def write_install_config(inv: Inventory, assets: Path) -> None:
@@ -196,13 +236,6 @@ def set_masters_schedulable(path: Path, schedulable: bool) -> None:
     text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).encode()
     mode = path.stat().st_mode & 0o777
     write_tree(path.parent, [RenderedFile(path.name, text, mode)], force=True)
-
-
-def _secure_auth(assets: Path) -> None:
-    # The installer writes 0640; these hold cluster-admin credentials.
-    for name in AUTH_FILES:
-        if (assets / name).exists():
-            (assets / name).chmod(SECRET)
 
 
 def _read_ignition(assets: Path) -> list[RenderedFile]:

@@ -111,7 +111,8 @@ def pull_secret_fragments(pull_secret: str) -> tuple[str, ...]:
     JSON quote it: the installer's validation errors print it that way) and
     each credential inside it on its own.
     """
-    forms = {pull_secret.strip()}
+    raw = pull_secret.strip()
+    forms = {raw, json.dumps(raw)[1:-1]}
     try:
         doc = json.loads(pull_secret)
     except ValueError:
@@ -160,9 +161,19 @@ class Installer:
         return result
 
     def version(self) -> str:
-        """The first line of `openshift-install version`, e.g. `openshift-install 4.16.3`."""
+        """`openshift-install <version>`, e.g. `openshift-install 4.16.3`.
+
+        The installer's first line starts with its argv[0], the path it was
+        run as; that path is replaced by the program's name.
+        """
         out = run([self.binary, "version"], timeout=60).stdout
-        return out.splitlines()[0].strip() if out.strip() else PROGRAM
+        return version_line(out.splitlines()[0] if out.strip() else "")
+
+
+def version_line(first_line: str) -> str:
+    """`/usr/local/bin/openshift-install 4.19.0` -> `openshift-install 4.19.0`."""
+    words = first_line.strip().rsplit(None, 1)
+    return f"{PROGRAM} {words[-1]}" if len(words) == 2 else PROGRAM
 
 
 def release_of(version_line: str) -> tuple[int, int] | None:

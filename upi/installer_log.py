@@ -1,7 +1,10 @@
 """Read openshift-install's log lines: stages, errors, and secrets to hide.
 
-logrus prints `INFO msg` on a terminal and `level=info msg="..."` when piped;
-both shapes are understood.
+On a terminal the installer prints `INFO msg`; piped, `level=info msg=<text>`
+with no time and no quotes, a message with newlines split over several lines
+(../shared/reference/real-installer.md). Its .openshift_install.log keeps
+logrus' full form, `time="..." level=info msg="<quoted>"`. All three shapes
+are understood.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ EventKind = Literal[
     "waiting_cluster", "waiting_operators", "install_complete", "console", "error", "other",
 ]
 
-_LOGFMT = re.compile(r'^time="[^"]*"\s+level=(\w+)\s+msg=(?:"((?:[^"\\]|\\.)*)"|(.*))')
+_LOGFMT = re.compile(r'^time="[^"]*"\s+level=(\w+)\s+msg=(?:"((?:[^"\\]|\\.)*)"\s*$|(.*))')
 _TEXT = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|FATAL)\s+(.*)$")
-# logrus quotes a message with spaces; an unquoted one runs to the end of the line.
-_PLAIN_LOGFMT = re.compile(r'^level=(\w+)\s+msg=(?:"((?:[^"\\]|\\.)*)"|(.*))')
+# Quoted only when the whole rest of the line is one quoted string; otherwise the
+# message is the rest of the line as it stands (a message may start with a quote).
+_PLAIN_LOGFMT = re.compile(r'^level=(\w+)\s+msg=(?:"((?:[^"\\]|\\.)*)"\s*$|(.*))')
 _PASSWORD = re.compile(r'(password:?\s*)("?)[^"\s]+("?)', re.IGNORECASE)
 
 _STAGES: list[tuple[re.Pattern[str], EventKind]] = [
@@ -64,8 +68,9 @@ def _split(line: str) -> tuple[Level, str]:
     for pattern in (_LOGFMT, _PLAIN_LOGFMT):
         m = pattern.match(line)
         if m:
-            msg = m.group(2) if m.group(2) is not None else m.group(3)
-            return _level(m.group(1)), msg.replace('\\"', '"').replace("\\n", "\n")
+            if m.group(2) is None:
+                return _level(m.group(1)), m.group(3)
+            return _level(m.group(1)), m.group(2).replace('\\"', '"').replace("\\n", "\n")
     m = _TEXT.match(line)
     if m:
         return _level(m.group(1)), m.group(2).strip()

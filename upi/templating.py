@@ -23,8 +23,22 @@ def templates_dir() -> Path:
     raise FileNotFoundError("upi templates not found (broken install?)")
 
 
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings (a PEM trust bundle) as `|` blocks, as the installer's docs write them."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str)
+
+
 def _to_yaml(value: Any) -> str:
-    return yaml.safe_dump(value, sort_keys=False, default_flow_style=False, width=1_000_000).rstrip("\n")
+    text = yaml.dump(value, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False,
+                     width=1_000_000)
+    return str(text).rstrip("\n")
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:

@@ -55,7 +55,8 @@ def boot_vms(
     epilog="\b\nExamples:\n  upi approve-csr inventories/dgxpod.yaml --dir install --once\n"
     "  upi approve-csr inventories/dgxpod.yaml --kubeconfig install/auth/kubeconfig --watch --json\n"
     "  upi approve-csr inventories/dgxpod.yaml --once --dry-run\n"
-    "  upi approve-csr inventories/dgxpod.yaml --manifests | oc apply -f -"
+    "  upi approve-csr inventories/dgxpod.yaml --manifests | oc apply -f -\n"
+    "  upi approve-csr inventories/dgxpod.yaml --dir install --release csr-8xk2p"
 )
 def approve_csr(
     inventory: InventoryArg,
@@ -75,12 +76,18 @@ def approve_csr(
         bool, typer.Option("--manifests", help="Print the in-cluster form (RBAC + Deployment) as YAML.")
     ] = False,
     image: Annotated[str | None, typer.Option("--image", help="Image for --manifests' Deployment.")] = None,
+    release: Annotated[
+        list[str] | None, typer.Option("--release", metavar="CSR", help="Approve this held client CSR "
+                                       "(checked, see docs/approve-csr.md), and nothing else; repeatable.")
+    ] = None,
 ) -> None:
     """Approve the node CSRs of the inventory's nodes, and only those (docs/approve-csr.md)."""
     from upi.errors import UsageError
 
     if once and watch:
         raise UsageError("--once and --watch exclude each other")
+    if release and (watch or manifests):
+        raise UsageError("--release approves the named CSRs in one pass: not with --watch or --manifests")
     if manifests:
         from upi.csr.manifests import IMAGE, manifests_yaml
         from upi.inventory import load_inventory
@@ -96,7 +103,7 @@ def approve_csr(
 
     try:
         run(inventory, kubeconfig=kubeconfig, assets=assets, mode="watch" if watch else "once",
-            dry_run=dry_run, log=log)
+            dry_run=dry_run, log=log, release=frozenset(release or ()))
     except KeyboardInterrupt:
         return
 

@@ -9,19 +9,35 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from upi.csr.api import Api, ApiStatus, BadEvent
 from upi.csr.connect import Connection
-from upi.csr.decide import Approve, ClusterState, Csr, Decision, Skip, decide, kind_of
+from upi.csr.decide import (
+    CLIENT_SIGNER,
+    Approve,
+    ClusterState,
+    Csr,
+    Decision,
+    Hold,
+    Skip,
+    client_node,
+    decide,
+    kind_of,
+)
 from upi.errors import ClusterError
 from upi.facts.identity import NodeIdentity
 
 CSR_URL = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+NODE_URL = "/api/v1/nodes"
 WATCH_SECONDS = 300  # the server ends each watch after this; we resume from the last version
 CONFLICT_RETRIES = 5
+# metadata.name of any Kubernetes object: a DNS subdomain (it goes into a URL path).
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -29,7 +45,7 @@ class Record:
     """One decision as logged: what, about which CSR, and why."""
 
     csr: str
-    action: str  # approved | would-approve | skipped
+    action: str  # approved | would-approve | held | skipped
     kind: str | None
     node: str | None
     signer: str
@@ -44,88 +60,200 @@ class Record:
         return f"{self.action} {self.csr}: {self.reason}"
 
 
+class Malformed(Exception):
+    """An object from the API that is not a well-formed CSR; carries why."""
+
+
+def _strings(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise Malformed(f"{what} is not a list of strings")
+    return tuple(value)
+
+
+def _name(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise Malformed("metadata.name is missing or not a Kubernetes name")
+    return name
+
+
+def _conditions(obj: dict[str, Any]) -> set[str]:
+    status = obj.get("status") or {}
+    conds = status.get("conditions") if isinstance(status, dict) else None
+    if not isinstance(conds, list | None) or not all(
+            isinstance(c, dict) and isinstance(c.get("type"), str) for c in conds or []):
+        raise Malformed("status.conditions is not a list of conditions")
+    return {c["type"] for c in conds or [] if c.get("status", "True") == "True"}
+
+
 def to_csr(obj: Any) -> Csr:
-    """The decision's view of a lightkube CertificateSigningRequest."""
-    spec, st = obj.spec, obj.status
-    conds = {c.type for c in (st.conditions or [])} if st is not None else set()
+    """The decision's view of a CertificateSigningRequest object as the API sent it (JSON).
+
+    Raises Malformed for anything that is not shaped like one.
+    """
+    name = _name(obj)
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise Malformed("spec is not an object")
+    signer, username, request = spec.get("signerName"), spec.get("username"), spec.get("request")
+    if not all(isinstance(v, str | None) for v in (signer, username, request)):
+        raise Malformed("spec.signerName, spec.username or spec.request is not a string")
     try:
-        request = base64.b64decode(spec.request or "", validate=True)
+        pem = base64.b64decode(request or "", validate=True)
     except ValueError:
-        request = b""
-    return Csr(obj.metadata.name, spec.signerName or "", spec.username or "", tuple(spec.groups or ()),
-               tuple(spec.usages or ()), request, pending=not conds & {"Approved", "Denied", "Failed"})
+        pem = b""  # decide() skips it: "not one PEM certificate request"
+    conds = _conditions(obj)
+    return Csr(name, signer or "", username or "", _strings(spec.get("groups"), "spec.groups"),
+               _strings(spec.get("usages"), "spec.usages"), pem,
+               pending=not conds & {"Approved", "Denied", "Failed"})
 
 
-def _order(objs: Iterable[Any]) -> list[Any]:
+def _issued(obj: dict[str, Any]) -> bool:
+    """Approved and not failed: the requester holds (or will hold) a certificate."""
+    conds = _conditions(obj)
+    return "Approved" in conds and not conds & {"Denied", "Failed"}
+
+
+def _order(objs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Client CSRs before serving ones (a node needs both, in that order), oldest first."""
-    def key(o: Any) -> tuple[bool, str, str]:
-        ts = o.metadata.creationTimestamp
-        return (o.spec.signerName != "kubernetes.io/kube-apiserver-client-kubelet",
-                ts.isoformat() if ts else "", o.metadata.name)
+    def key(o: dict[str, Any]) -> tuple[bool, str, str]:
+        ts = o["metadata"].get("creationTimestamp")
+        return (o["spec"].get("signerName") != CLIENT_SIGNER, ts if isinstance(ts, str) else "",
+                o["metadata"]["name"])
     return sorted(objs, key=key)
 
 
+def _malformed(name: str, why: str) -> Record:
+    return Record(name, "skipped", None, None, "", "", f"malformed CSR object from the API: {why}")
+
+
 class Approver:
-    """Approves the CSRs of the inventory's nodes; `once()` for a pass, `watch()` to keep at it."""
+    """Approves the CSRs of the inventory's nodes; `once()` for a pass, `watch()` to keep at it.
+
+    At most one client CSR per inventory node is approved until its Node
+    registers: the approved client CSRs the API already holds (from earlier
+    passes, runs or other approvers) count, and any further one is held
+    (neither approved nor denied) unless its name is in `release`.
+    """
 
     def __init__(self, conn: Connection, identities: dict[str, NodeIdentity], *, dry_run: bool = False,
-                 log: Callable[[Record], None] | None = None) -> None:
+                 log: Callable[[Record], None] | None = None,
+                 release: frozenset[str] = frozenset()) -> None:
         self.conn = conn
+        self.api = Api(conn.http)
         self.identities = identities
         self.dry_run = dry_run
         self.log = log or (lambda _r: None)
-        self.pending: dict[str, Any] = {}
+        self.release = release
+        self.pending: dict[str, dict[str, Any]] = {}
+        self.clients: dict[str, str] = {}  # inventory node -> its approved client CSR
+        self._client_csrs: dict[str, str] = {}  # approved client CSR -> inventory node
 
     # --- one pass ---------------------------------------------------------------
     def once(self) -> list[Record]:
-        """List the CSRs and decide every pending one, client CSRs first."""
+        """List the CSRs and decide every pending one, client CSRs first.
+
+        With `release`, decide only the CSRs it names (each must be pending).
+        """
         _, objs = self._list()
-        self.pending = {o.metadata.name: o for o in objs if to_csr(o).pending}
-        return [self._handle(o) for o in _order(self.pending.values())]
+        records = self._load(objs)
+        todo = _order(self.pending.values())
+        if self.release:
+            todo = [o for o in todo if o["metadata"]["name"] in self.release]
+            for name in sorted(self.release - {o["metadata"]["name"] for o in todo}):
+                records.append(Record(name, "skipped", None, None, "", "", "no pending CSR of this name"))
+                self.log(records[-1])
+        return records + [self._handle(o) for o in todo]
 
     def _list(self) -> tuple[str, list[Any]]:
-        from lightkube.resources.certificates_v1 import CertificateSigningRequest
+        return self.api.list(CSR_URL)
 
-        it = self.conn.api.list(CertificateSigningRequest)
-        objs = list(it)
-        return it.resourceVersion, objs
+    def _load(self, objs: list[Any]) -> list[Record]:
+        """Take a fresh list: pending CSRs, approved client CSRs per node; log malformed items."""
+        self.pending, self.clients, self._client_csrs = {}, {}, {}
+        bad = []
+        for obj in objs:
+            try:
+                self._note(obj)
+            except Malformed as exc:
+                bad.append(_malformed(_name_or_unknown(obj), str(exc)))
+                self.log(bad[-1])
+        return bad
+
+    def _note(self, obj: Any) -> None:
+        """Remember one CSR as the API shows it now (added or modified)."""
+        csr = to_csr(obj)
+        if csr.pending:
+            self.pending[csr.name] = obj
+            return
+        self.pending.pop(csr.name, None)
+        node = client_node(csr, self.identities) if _issued(obj) else None
+        if node is not None:
+            self._client_csrs[csr.name] = node
+            self.clients.setdefault(node, csr.name)
+
+    def _forget(self, name: str) -> None:
+        self.pending.pop(name, None)
+        node = self._client_csrs.pop(name, None)
+        if node is not None and self.clients.get(node) == name:
+            del self.clients[node]
+            other = next((c for c, n in self._client_csrs.items() if n == node), None)
+            if other is not None:
+                self.clients[node] = other
 
     def _nodes(self) -> frozenset[str]:
-        from lightkube.resources.core_v1 import Node
-
-        return frozenset(n.metadata.name for n in self.conn.api.list(Node))
+        _, items = self.api.list(NODE_URL)
+        names = set()
+        for item in items:
+            try:
+                names.add(_name(item))
+            except Malformed:
+                continue  # a Node without a usable name cannot match an inventory node
+        return frozenset(names)
 
     def _state(self, csr: Csr) -> ClusterState:
         # Nodes only matter to a client CSR: spare the API a list for the rest.
         nodes = self._nodes() if kind_of(csr) == "client" else frozenset()
-        return ClusterState(nodes, len(self.pending))
+        return ClusterState(nodes, len(self.pending), dict(self.clients), self.release)
 
-    def _handle(self, obj: Any) -> Record:
+    def _handle(self, obj: dict[str, Any]) -> Record:
         """Decide one pending CSR, approve it if the rules say so, log the outcome."""
         csr = to_csr(obj)
         decision = decide(csr, self.identities, self._state(csr))
-        if isinstance(decision, Approve) and not self.dry_run:
-            decision = self._approve(obj, decision)
+        if isinstance(decision, Approve):
+            if not self.dry_run:
+                decision = self._approve(obj, decision)
+            if isinstance(decision, Approve) and decision.kind == "client":
+                # counts at once, also in a dry run: a second one in this pass is held
+                ident = self.identities[decision.node]
+                self._client_csrs[csr.name] = ident.name
+                self.clients.setdefault(ident.name, csr.name)
         record = _record(csr, decision, self.dry_run)
-        if record.action != "skipped":
+        if record.action not in ("skipped", "held"):
             self.pending.pop(csr.name, None)
         self.log(record)
         return record
 
-    def _approve(self, obj: Any, decision: Approve) -> Decision:
+    def _approve(self, obj: dict[str, Any], decision: Approve) -> Decision:
         """PUT the approval with the object's resourceVersion; on 409 re-read and re-decide."""
-        from lightkube import ApiError
-        from lightkube.resources.certificates_v1 import CertificateSigningRequest
-
+        name = obj["metadata"]["name"]
         for _ in range(CONFLICT_RETRIES):
             try:
-                self.conn.api.replace(_with_approval(obj, decision))
+                self.api.request("PUT", f"{CSR_URL}/{name}/approval", body=_with_approval(obj, decision))
                 return decision
-            except ApiError as exc:
-                if exc.status.code != 409:
+            except ApiStatus as exc:
+                if exc.code != 409:
                     raise
-            obj = self.conn.api.get(CertificateSigningRequest, obj.metadata.name)
-            csr = to_csr(obj)
+            obj = self.api.request("GET", f"{CSR_URL}/{name}")
+            try:
+                csr = to_csr(obj)
+            except Malformed as exc:
+                return Skip(f"malformed CSR object from the API: {exc}", decision.kind, decision.node)
+            if csr.name != name:
+                return Skip(f"the API answered for {name} with {csr.name}", decision.kind, decision.node)
             fresh = decide(csr, self.identities, self._state(csr))
             if not isinstance(fresh, Approve):
                 return fresh
@@ -148,7 +276,7 @@ class Approver:
             try:
                 rv, objs = self._list()
                 failures = 0
-                self.pending = {o.metadata.name: o for o in objs if to_csr(o).pending}
+                self._load(objs)
                 for obj in _order(list(self.pending.values())):
                     self._handle(obj)
                 self._follow(rv, stop, poll)
@@ -162,88 +290,89 @@ class Approver:
 
     def _follow(self, rv: str, stop: threading.Event, poll: float) -> None:
         while not stop.is_set():
-            for kind, obj in self._stream(rv, stop, poll):
-                rv = obj.metadata.resourceVersion or rv
-                name = obj.metadata.name
-                if kind == "DELETED" or not to_csr(obj).pending:
-                    self.pending.pop(name, None)
-                elif kind in ("ADDED", "MODIFIED"):
-                    self.pending[name] = obj
-                    self._handle(obj)
+            params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": str(WATCH_SECONDS),
+                      "allowWatchBookmarks": "true"}
+            try:
+                for event in self.api.watch(CSR_URL, params, read_timeout=poll, stop=stop):
+                    rv = self._event(event, rv)
+            except ApiStatus as exc:
+                if exc.code == 410:
+                    raise _Gone from None
+                raise
 
-    def _stream(self, rv: str, stop: threading.Event, poll: float) -> Iterator[tuple[str, Any]]:
-        """Events after `rv` until the server ends the watch, `stop` is set, or `poll` idles."""
-        import httpx2
-        from lightkube.resources.certificates_v1 import CertificateSigningRequest
-
-        params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": str(WATCH_SECONDS),
-                  "allowWatchBookmarks": "true"}
-        timeout = httpx2.Timeout(10.0, read=poll)
+    def _event(self, event: dict[str, Any] | BadEvent, rv: str) -> str:
+        """Act on one watch event; returns the resourceVersion to resume from."""
+        if isinstance(event, BadEvent):
+            self.log(_malformed("?", f"watch event: {event.reason}"))
+            return rv
+        kind, obj = event["type"], event["object"]
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone
+            msg = obj.get("message")
+            raise ClusterError(f"watch error: {msg if isinstance(msg, str) else 'no message'}")
+        meta = obj.get("metadata")
+        new_rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        rv = new_rv if isinstance(new_rv, str) and new_rv else rv
+        if kind == "BOOKMARK":
+            return rv
         try:
-            with self.conn.http.stream("GET", CSR_URL, params=params, timeout=timeout) as resp:
-                if resp.status_code == 410:
-                    raise _Gone
-                resp.raise_for_status()
-                for line in resp.iter_lines():
-                    if stop.is_set():
-                        return
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    if event.get("type") == "ERROR":
-                        raise _Gone if event["object"].get("code") == 410 else ClusterError(
-                            f"watch error: {event['object'].get('message')}")
-                    if event.get("type") != "BOOKMARK":
-                        yield event["type"], CertificateSigningRequest.from_dict(event["object"])
-        except httpx2.ReadTimeout:
-            return  # idle: check `stop`, then resume from the same version
+            if kind == "DELETED":
+                self._forget(_name(obj))
+            elif kind in ("ADDED", "MODIFIED"):
+                self._note(obj)
+                if to_csr(obj).pending:
+                    self._handle(obj)
+            else:
+                raise Malformed(f"unknown event type {kind[:40]!r}")
+        except Malformed as exc:
+            self.log(_malformed(_name_or_unknown(obj), f"watch event: {exc}"))
+        return rv
 
 
 class _Gone(Exception):
     """The watch's resourceVersion is too old: list again."""
 
 
+def _name_or_unknown(obj: Any) -> str:
+    try:
+        return _name(obj)
+    except Malformed:
+        return "?"
+
+
 def _retryable(exc: Exception) -> bool:
-    """Transport trouble and server hiccups retry; refused credentials and bugs do not."""
+    """Transport trouble, garbage and server hiccups retry; refused credentials and bugs do not."""
     import httpx2
 
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return exc.response.status_code not in (401, 403)
-    return isinstance(exc, httpx2.TransportError | ClusterError | OSError)
+    if isinstance(exc, ApiStatus):
+        return exc.code not in (401, 403)
+    return isinstance(exc, httpx2.HTTPError | ClusterError | OSError)
 
 
 def _cluster_error(server: str, exc: Exception) -> ClusterError:
     import httpx2
 
-    if isinstance(exc, httpx2.HTTPStatusError):
-        code = exc.response.status_code
-        hint = " (may upi's credentials read and approve CSRs?)" if code in (401, 403) else ""
-        return ClusterError(f"{server} answered {code}{hint}")
-    if isinstance(exc, httpx2.TransportError | OSError):
-        return ClusterError(f"cannot reach the API at {server}: {exc}")
+    if isinstance(exc, ApiStatus):
+        hint = " (may upi's credentials read and approve CSRs?)" if exc.code in (401, 403) else ""
+        return ClusterError(f"{server} answered {exc}{hint}")
     if isinstance(exc, ClusterError):
-        return exc
+        return ClusterError(f"{server}: {exc}")
+    if isinstance(exc, httpx2.HTTPError | OSError):
+        why = str(exc) or type(exc).__name__
+        return ClusterError(f"cannot reach the API at {server}: {why}")
     raise exc
 
 
-def _with_approval(obj: Any, decision: Approve) -> Any:
+def _with_approval(obj: dict[str, Any], decision: Approve) -> dict[str, Any]:
     """The whole object (its resourceVersion included) plus an Approved condition."""
-    from lightkube.models.certificates_v1 import (
-        CertificateSigningRequestCondition,
-        CertificateSigningRequestStatus,
-    )
-    from lightkube.resources.certificates_v1 import CertificateSigningRequest
-
-    now = dt.datetime.now(dt.UTC)
-    cond = CertificateSigningRequestCondition(
-        type="Approved", status="True", reason="UpiInventoryMatch", lastUpdateTime=now,
-        message=f"{decision.kind} CSR of {decision.node}, a node of the inventory (upi approve-csr)")
-    old = obj.status or CertificateSigningRequestStatus()
-    status = CertificateSigningRequestStatus(conditions=[*(old.conditions or []), cond],
-                                             certificate=old.certificate)
-    return CertificateSigningRequest.Approval(apiVersion="certificates.k8s.io/v1",
-                                              kind="CertificateSigningRequest",
-                                              metadata=obj.metadata, spec=obj.spec, status=status)
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cond = {"type": "Approved", "status": "True", "reason": "UpiInventoryMatch", "lastUpdateTime": now,
+            "message": f"{decision.kind} CSR of {decision.node}, a node of the inventory (upi approve-csr)"}
+    status = dict(obj.get("status") or {})
+    status["conditions"] = [*(status.get("conditions") or []), cond]
+    return {**obj, "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+            "status": status}
 
 
 def _record(csr: Csr, decision: Decision, dry_run: bool) -> Record:
@@ -251,14 +380,18 @@ def _record(csr: Csr, decision: Decision, dry_run: bool) -> Record:
         action = "would-approve" if dry_run else "approved"
         reason = f"{decision.kind} CSR of inventory node {decision.node}"
         return Record(csr.name, action, decision.kind, decision.node, csr.signer, csr.username, reason)
+    if isinstance(decision, Hold):
+        return Record(csr.name, "held", decision.kind, decision.node, csr.signer, csr.username,
+                      decision.reason)
     return Record(csr.name, "skipped", decision.kind, decision.node, csr.signer, csr.username,
                   decision.reason)
 
 
 def run_once(conn: Connection, identities: dict[str, NodeIdentity], *, dry_run: bool = False,
-             log: Callable[[Record], None] | None = None) -> list[Record]:
-    """One pass; API failures become ClusterError."""
+             log: Callable[[Record], None] | None = None,
+             release: frozenset[str] = frozenset()) -> list[Record]:
+    """One pass (or, with `release`, the named held CSRs); API failures become ClusterError."""
     try:
-        return Approver(conn, identities, dry_run=dry_run, log=log).once()
+        return Approver(conn, identities, dry_run=dry_run, log=log, release=release).once()
     except Exception as exc:  # noqa: BLE001 - mapped to a user-facing error, or re-raised
         raise _cluster_error(conn.server, exc) from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from cryptography import x509
@@ -63,10 +63,17 @@ class Csr:
 
 @dataclass(frozen=True)
 class ClusterState:
-    """What else the decision depends on: Nodes that exist and CSRs pending now."""
+    """What else the decision depends on.
+
+    `nodes`: Nodes that exist; `pending`: CSRs pending now; `clients`: for each
+    inventory node (by its short name), the approved client CSR the API already
+    holds; `released`: CSR names an admin released from the one-client-CSR hold.
+    """
 
     nodes: frozenset[str]
     pending: int
+    clients: Mapping[str, str] = field(default_factory=dict)
+    released: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,22 @@ class Skip:
     node: str | None = None
 
 
-Decision = Approve | Skip
+@dataclass(frozen=True)
+class Hold:
+    """Neither approve nor deny: a second client CSR for a node that has not joined yet.
+
+    The node already holds a client certificate from `prior`; until its Node
+    registers, another one is a possible replay of the bootstrap credential.
+    An admin releases it by name (docs/approve-csr.md).
+    """
+
+    reason: str
+    kind: Kind
+    node: str
+    prior: str
+
+
+Decision = Approve | Skip | Hold
 
 
 class _Refused(Exception):
@@ -131,7 +153,32 @@ def decide(csr: Csr, identities: Mapping[str, NodeIdentity], state: ClusterState
             _check_serving(csr, req, node, ident)
     except _Refused as exc:
         return Skip(str(exc), kind, node)
+    prior = state.clients.get(ident.name) if kind == "client" else None
+    if prior is not None and prior != csr.name and csr.name not in state.released:
+        return Hold(f"{ident.name} already has an approved client CSR ({prior}) and its Node "
+                    "has not registered; a second one is a possible replay of the bootstrap "
+                    f"credential (an attack). Check it, then release it with `upi approve-csr "
+                    f"INVENTORY --release {csr.name}`", kind, node, prior)
     return Approve(kind, node)
+
+
+def client_node(csr: Csr, identities: Mapping[str, NodeIdentity]) -> str | None:
+    """The inventory node (short name) an approved client CSR gave a certificate to, if any.
+
+    Only the signer and the subject's CN matter: whoever approved it, that
+    node holds a client certificate now.
+    """
+    if kind_of(csr) != "client":
+        return None
+    try:
+        req = x509.load_pem_x509_csr(csr.request)
+        cns = [a.value for a in req.subject if a.oid == NameOID.COMMON_NAME]
+    except (ValueError, TypeError):
+        return None
+    if len(cns) != 1 or not isinstance(cns[0], str) or not cns[0].startswith(NODE_PREFIX):
+        return None
+    ident = identities.get(cns[0][len(NODE_PREFIX):])
+    return ident.name if ident is not None else None
 
 
 def _parse(pem: bytes) -> x509.CertificateSigningRequest:

@@ -38,6 +38,10 @@ def install_config(inv: Inventory) -> dict[str, Any]:
         doc["proxy"] = {k: v for k, v in proxy.items() if v}
     if c.additional_trust_bundle_file:
         doc["additionalTrustBundle"] = inv.resolve(c.additional_trust_bundle_file).read_text()
+        if not c.proxy and c.version >= (4, 12):
+            # The default policy, Proxyonly, trusts the bundle only through a proxy: without
+            # one, a mirror registry's CA would not be trusted cluster-wide after bootstrap.
+            doc["additionalTrustBundlePolicy"] = "Always"
     if c.mirrors:
         key = "imageDigestSources" if c.version >= (4, 14) else "imageContentSources"
         doc[key] = [{"source": m.source, "mirrors": list(m.mirrors)} for m in c.mirrors]

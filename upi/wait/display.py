@@ -108,6 +108,8 @@ class WaitDisplay:
                 self.progress.csrs_approved.append(record.csr)
             else:
                 self.progress.csrs_skipped += 1
+            if record.action == "held":  # a possible attack: it belongs in the summary's warnings
+                self.progress.warnings.append(f"CSR {record.line(False)}")
         self._line(f"  csr: {record.line(False)}")
 
     def vm(self, event: VmEvent) -> None:
