@@ -463,3 +463,28 @@ def test_tables_show_markup_and_escapes_as_text(capsys) -> None:
     assert "[red]t[/red]" in out and "[b]col[/b]" in out and "[bold]x[/bold]" in out
     assert "\x1b" not in out and "\x9b" not in out
     assert "\\x1b[31m" in out and "\\x9b2J" in out
+
+
+@pytest.mark.parametrize(("extra", "field_", "fragment"), [
+    ('gpu:\n  operator_channel: "v26.3\\n"\n', "gpu.operator_channel", "is not a Kubernetes name"),
+    ('gpu:\n  operator_namespace: "nvidia\\n"\n', "gpu.operator_namespace", "is not a Kubernetes name"),
+    ('gpu:\n  nfd_image: "quay.io/nfd:v1\\n"\n', "gpu.nfd_image", "is not a container image reference"),
+], ids=["channel", "namespace", "image"])
+def test_a_trailing_newline_fails_the_gpu_names_too(runner, tmp_path: Path, extra: str, field_: str,
+                                                    fragment: str) -> None:
+    path = _write(tmp_path, inventory_path("dgxpod").read_text() + extra)
+    _expect(runner.invoke(app, ["validate", str(path)]), path, 40, field_, fragment)
+
+
+def test_the_gpu_panel_shows_messages_as_text() -> None:
+    import io
+
+    from rich.console import Console
+
+    from upi.gpu.display import GpuDisplay
+
+    display = GpuDisplay(live=False, out=io.StringIO())
+    display.note("pod log: [/bold] [red]x\x1b[2J")
+    out = io.StringIO()
+    Console(file=out, width=200).print(display._panel())  # a closing tag with no opening one raised
+    assert "[/bold] [red]x\\x1b[2J" in out.getvalue() and "\x1b[2J" not in out.getvalue()

@@ -8,6 +8,7 @@ import time
 from types import TracebackType
 from typing import Any, TextIO
 
+from upi.console import plain, printable
 from upi.gpu.flow import STAGES
 
 
@@ -44,9 +45,9 @@ class GpuDisplay:
     def _line(self, text: str) -> None:
         live = self._live
         if live is not None:
-            live.console.print(text, markup=False, highlight=False)
+            live.console.print(printable(text), markup=False, highlight=False)
             return
-        self.out.write(text + "\n")
+        self.out.write(printable(text) + "\n")
         self.out.flush()
 
     def _panel(self) -> Any:
@@ -57,9 +58,9 @@ class GpuDisplay:
         grid = Table.grid(padding=(0, 2))
         with self._lock:
             for name, state in self.states.items():
-                grid.add_row(marks.get(state, "[  ]"), name)
+                grid.add_row(plain(marks.get(state, "[  ]")), plain(name))
             minutes, secs = divmod(int(time.monotonic() - self.started), 60)
-            grid.add_row("", f"{minutes}m{secs:02d}s; last: {self.last or '-'}")
+            grid.add_row("", plain(f"{minutes}m{secs:02d}s; last: {self.last or '-'}"))
         return Panel(grid, title="upi gpu", title_align="left")
 
     def __enter__(self) -> GpuDisplay:
