@@ -44,6 +44,14 @@ class UpiGroup(TyperGroup):
             raise typer.Exit(exc.exit_code) from None
 
 
+def output_dir(value: str) -> Path:
+    """An -o DIR value; '' is refused (pathlib would read it as `.`, the current directory)."""
+    if not str(value).strip():
+        raise typer.BadParameter("an empty path would mean the current directory: name the "
+                                 "directory (e.g. -o out/dgxpod, or -o . for the current one)")
+    return Path(value)
+
+
 app = typer.Typer(
     cls=UpiGroup,
     name="upi",
