@@ -7,9 +7,15 @@ so upi's flow meets the same state changes a real cluster would show.
 
 from __future__ import annotations
 
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
+from fake_apiserver import FakeApiServer, Obj, now
+from kube_schema import csv as real_csv
 
 NFD_PREFIX = "feature.node.kubernetes.io/"
 # nfd-worker's defaults when the config names none (upstream pci source).
@@ -33,3 +39,483 @@ def nfd_labels(config_data: str | None, devices: list[dict[str, str]]) -> dict[s
             name = "_".join(dev[f] for f in fields)
             labels[f"{NFD_PREFIX}pci-{name}.present"] = "true"
     return labels
+
+
+# --- the fake cluster: API server + OLM + NFD + GPU Operator + pod runner ----------------
+
+OLM = "operators.coreos.com/v1alpha1"
+MARKETPLACE = "openshift-marketplace"
+NVIDIA_PCI = {"class": "0302", "vendor": "10de", "device": "2330"}
+MELLANOX_PCI = {"class": "0207", "vendor": "15b3", "device": "101d"}
+VECTORADD_LOG = (
+    "[Vector addition of 50000 elements]\nCopy input data from the host memory to the CUDA device\n"
+    "CUDA kernel launch with 196 blocks of 256 threads\nCopy output data from the CUDA device "
+    "to the host memory\nTest PASSED\nDone\n"
+)
+DRIVER_LOAD_FAIL = (
+    "+ modprobe nvidia\nmodprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"
+    "nvidia: module verification failed: not signed by a key that is trusted by the kernel\n"
+)
+REGISTRY_STALL = (
+    "Waiting for the build-dockercfg secret of serviceaccount nvidia-driver in nvidia-gpu-operator\n"
+    "OpenShift DriverToolkit was requested but could not be enabled: image registry has no storage\n"
+)
+
+
+@dataclass
+class SimNode:
+    """A simulated machine: its PCI devices and what goes wrong on it."""
+
+    name: str
+    gpus: int = 0
+    ready: bool = True
+    secure_boot: bool = False
+    allocatable_gpus: int | None = None  # None: every GPU is offered
+    validation_fails: str | None = None  # the pod's log when it fails
+    product: str = "NVIDIA-H100-80GB-HBM3"
+    devices: list[dict[str, str]] = field(default_factory=list)
+
+
+class FakeGpuCluster:
+    """An OpenShift cluster as the GPU day-2 flow meets it, over the real protocol (a fake).
+
+    `csv_succeeds[pkg] = False` keeps a CSV Installing forever; `registry_storage=False`
+    is the bare-metal default that stalls the driver build on 4.15+.
+    """
+
+    def __init__(self, workdir: Path, nodes: list[SimNode], *, version: str = "4.16.12") -> None:
+        self.api = FakeApiServer(workdir)
+        self.nodes = {n.name: n for n in nodes}
+        self.version = version
+        self.registry_storage = True
+        self.driver_toolkit = True
+        self.csv_succeeds = {"nfd": True, "gpu-operator-certified": True}
+        self.catalogs_ready = True
+        self.approved_plans: list[str] = []
+        self.validation_pods: list[Obj] = []
+        self._csv_age: dict[str, int] = {}
+        self._seed()
+        self.api.controllers += [self._olm, self._nfd, self._gpu_operator, self._pods]
+
+    def start(self) -> FakeGpuCluster:
+        self.api.start()
+        return self
+
+    def stop(self) -> None:
+        self.api.stop()
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.api.kubeconfig
+
+    # --- seed: what an installed OpenShift cluster already holds ---------------------
+    def _seed(self) -> None:
+        put = self.api.put
+        for ns in ("openshift", MARKETPLACE, "default"):
+            put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        put(
+            {
+                "apiVersion": "config.openshift.io/v1",
+                "kind": "ClusterVersion",
+                "metadata": {"name": "version"},
+                "spec": {"channel": "stable-4.16"},
+                "status": {
+                    "desired": {"version": self.version},
+                    "history": [{"state": "Completed", "version": self.version}],
+                },
+            }
+        )
+        put(
+            {
+                "apiVersion": "imageregistry.operator.openshift.io/v1",
+                "kind": "Config",
+                "metadata": {"name": "cluster"},
+                "spec": {"managementState": "Managed", "storage": {"pvc": {"claim": "registry"}}},
+            }
+        )
+        put(
+            {
+                "apiVersion": "image.openshift.io/v1",
+                "kind": "ImageStream",
+                "metadata": {"name": "driver-toolkit", "namespace": "openshift"},
+                "spec": {"tags": [{"name": "latest"}]},
+            }
+        )
+        for source in ("redhat-operators", "certified-operators"):
+            put(
+                {
+                    "apiVersion": OLM,
+                    "kind": "CatalogSource",
+                    "metadata": {"name": source, "namespace": MARKETPLACE},
+                    "spec": {"sourceType": "grpc"},
+                    "status": {"connectionState": {"lastObservedState": "READY"}},
+                }
+            )
+        for pkg, channels, default in (
+            ("nfd", [("stable", "nfd.v5.0.0")], "stable"),
+            (
+                "gpu-operator-certified",
+                [("v26.3", "gpu-operator-certified.v26.3.1"), ("v26.7", "gpu-operator-certified.v26.7.0")],
+                "v26.3",
+            ),
+        ):
+            source = "redhat-operators" if pkg == "nfd" else "certified-operators"
+            put(
+                {
+                    "apiVersion": "packages.operators.coreos.com/v1",
+                    "kind": "PackageManifest",
+                    "metadata": {"name": pkg, "namespace": MARKETPLACE, "labels": {"catalog": source}},
+                    "status": {
+                        "catalogSource": source,
+                        "catalogSourceNamespace": MARKETPLACE,
+                        "packageName": pkg,
+                        "defaultChannel": default,
+                        "channels": [{"name": c, "currentCSV": csv} for c, csv in channels],
+                    },
+                }
+            )
+        for sim in self.nodes.values():
+            sim.devices = [dict(NVIDIA_PCI)] * sim.gpus + [dict(MELLANOX_PCI)]
+            put(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": sim.name,
+                        "labels": {"kubernetes.io/hostname": sim.name, "node-role.kubernetes.io/worker": ""},
+                    },
+                    "spec": {},
+                    "status": {
+                        "conditions": [{"type": "Ready", "status": "True" if sim.ready else "False"}],
+                        "allocatable": {"cpu": "224", "memory": "2063772Mi", "pods": "250"},
+                        "nodeInfo": {"osImage": "Red Hat Enterprise Linux CoreOS 416.94"},
+                    },
+                }
+            )
+
+    def set_registry_storage(self, configured: bool) -> None:
+        spec = (
+            {"managementState": "Managed", "storage": {"pvc": {"claim": "registry"}}}
+            if configured
+            else {"managementState": "Managed", "storage": {}}
+        )
+        cfg = self.api.get("imageregistry.operator.openshift.io/v1", "Config", "cluster")
+        assert cfg is not None
+        cfg["spec"] = spec
+        self.api.put(cfg)
+        self.registry_storage = configured
+
+    # --- OLM -------------------------------------------------------------------------
+    def _olm(self) -> None:
+        for sub in self.api.list(OLM, "Subscription"):
+            ns, spec, st = sub["metadata"]["namespace"], sub["spec"], sub.get("status") or {}
+            if not st.get("installPlanRef"):
+                self._resolve(sub)
+                continue
+            plan = self.api.get(OLM, "InstallPlan", st["installPlanRef"]["name"], ns)
+            if plan and plan["spec"]["approved"] and plan["status"]["phase"] == "RequiresApproval":
+                self.approved_plans.append(plan["metadata"]["name"])
+                self.api.set_status(
+                    OLM, "InstallPlan", plan["metadata"]["name"], ns, {**plan["status"], "phase": "Complete"}
+                )
+                self._install_csv(spec["name"], plan["spec"]["clusterServiceVersionNames"][0], ns)
+        for csv in self.api.list(OLM, "ClusterServiceVersion"):
+            self._progress_csv(csv)
+
+    def _resolve(self, sub: Obj) -> None:
+        ns, spec = sub["metadata"]["namespace"], sub["spec"]
+        pkg = self.api.get("packages.operators.coreos.com/v1", "PackageManifest", spec["name"], MARKETPLACE)
+        source = self.api.get(OLM, "CatalogSource", spec["source"], spec["sourceNamespace"])
+        groups = self.api.list("operators.coreos.com/v1", "OperatorGroup", ns)
+        channel = next(
+            (
+                c
+                for c in (pkg or {}).get("status", {}).get("channels", [])
+                if c["name"] == spec.get("channel")
+            ),
+            None,
+        )
+        problem = None
+        if source is None:
+            problem = f"catalogsource {spec['sourceNamespace']}/{spec['source']} not found"
+        elif pkg is None or channel is None:
+            problem = f"no operators found in channel {spec.get('channel')} of package {spec['name']}"
+        elif len(groups) != 1:
+            problem = f"found {len(groups)} operatorgroups in namespace {ns}; want exactly one"
+        if problem:
+            cond = {
+                "type": "ResolutionFailed",
+                "status": "True",
+                "reason": "ConstraintsNotSatisfiable",
+                "message": problem,
+            }
+            if (sub.get("status") or {}).get("conditions") != [cond]:
+                self.api.set_status(
+                    OLM,
+                    "Subscription",
+                    sub["metadata"]["name"],
+                    ns,
+                    {"conditions": [cond], "lastUpdated": now()},
+                )
+            return
+        assert channel is not None
+        csv_name = spec.get("startingCSV") or channel["currentCSV"]
+        manual = spec.get("installPlanApproval") == "Manual"
+        plan_name = (
+            f"install-{csv_name.split('.v')[-1].replace('.', '')}{len(self.api.list(OLM, 'InstallPlan'))}"
+        )
+        plan = self.api.put(
+            {
+                "apiVersion": OLM,
+                "kind": "InstallPlan",
+                "metadata": {"name": plan_name, "namespace": ns},
+                "spec": {
+                    "approval": "Manual" if manual else "Automatic",
+                    "approved": not manual,
+                    "clusterServiceVersionNames": [csv_name],
+                    "generation": 1,
+                },
+                "status": {"phase": "RequiresApproval", "catalogSources": [spec["source"]], "plan": []},
+            }
+        )
+        self.api.set_status(
+            OLM,
+            "Subscription",
+            sub["metadata"]["name"],
+            ns,
+            {
+                "currentCSV": csv_name,
+                "state": "UpgradePending",
+                "installPlanRef": {
+                    "apiVersion": OLM,
+                    "kind": "InstallPlan",
+                    "name": plan_name,
+                    "namespace": ns,
+                },
+                "installplan": {
+                    "apiVersion": OLM,
+                    "kind": "InstallPlan",
+                    "name": plan_name,
+                    "uuid": plan["metadata"]["uid"],
+                },
+                "lastUpdated": now(),
+            },
+        )
+
+    def _install_csv(self, package: str, name: str, ns: str) -> None:
+        doc = real_csv(package)
+        doc["metadata"] = {"name": name, "namespace": ns, "annotations": doc["metadata"]["annotations"]}
+        doc["status"] = {"phase": "Pending", "reason": "RequirementsUnknown"}
+        self.api.put(doc)
+        self._csv_age[f"{ns}/{name}"] = 0
+
+    def _progress_csv(self, csv: Obj) -> None:
+        key = f"{csv['metadata']['namespace']}/{csv['metadata']['name']}"
+        package = "nfd" if csv["metadata"]["name"].startswith("nfd.") else "gpu-operator-certified"
+        age = self._csv_age.get(key, 0) + 1
+        self._csv_age[key] = age
+        phase = csv["status"]["phase"]
+        if phase == "Succeeded":
+            return
+        if not self.csv_succeeds[package]:
+            if phase != "Installing":
+                msg = "installing: waiting for deployment gpu-operator to become ready: "
+                msg += 'deployment "gpu-operator" not available'
+                self._csv_phase(csv, "Installing", "InstallWaiting", msg)
+            return
+        if age >= 3:
+            self._csv_phase(csv, "Succeeded", "InstallSucceeded", "install strategy completed with no errors")
+            for sub in self.api.list(OLM, "Subscription", csv["metadata"]["namespace"]):
+                st = sub.get("status") or {}
+                if st.get("currentCSV") == csv["metadata"]["name"] and st.get("state") != "AtLatestKnown":
+                    self.api.set_status(
+                        OLM,
+                        "Subscription",
+                        sub["metadata"]["name"],
+                        sub["metadata"]["namespace"],
+                        {
+                            **st,
+                            "state": "AtLatestKnown",
+                            "installedCSV": csv["metadata"]["name"],
+                            "lastUpdated": now(),
+                        },
+                    )
+
+    def _csv_phase(self, csv: Obj, phase: str, reason: str, message: str) -> None:
+        meta = csv["metadata"]
+        self.api.set_status(
+            OLM,
+            "ClusterServiceVersion",
+            meta["name"],
+            meta["namespace"],
+            {"phase": phase, "reason": reason, "message": message},
+        )
+
+    def _operator_ready(self, prefix: str) -> bool:
+        return any(
+            c["metadata"]["name"].startswith(prefix) and c["status"]["phase"] == "Succeeded"
+            for c in self.api.list(OLM, "ClusterServiceVersion")
+        )
+
+    # --- NFD: label nodes by their PCI devices -------------------------------------------
+    def _nfd(self) -> None:
+        if not self._operator_ready("nfd."):
+            return
+        for nfd in self.api.list("nfd.openshift.io/v1", "NodeFeatureDiscovery"):
+            config = (nfd["spec"].get("workerConfig") or {}).get("configData")
+            for sim in self.nodes.values():
+                self._label(sim.name, nfd_labels(config, sim.devices))
+
+    def _label(self, name: str, labels: dict[str, str], allocatable: dict[str, str] | None = None) -> None:
+        node = self.api.get("v1", "Node", name)
+        assert node is not None
+        new = copy.deepcopy(node)
+        new["metadata"].setdefault("labels", {}).update(labels)
+        if allocatable:
+            new["status"]["allocatable"].update(allocatable)
+        if new != node:
+            self.api.put(new)
+
+    # --- the GPU Operator: ClusterPolicy -> driver, labels, allocatable --------------------
+    def _gpu_operator(self) -> None:
+        if not self._operator_ready("gpu-operator-certified."):
+            return
+        policy = self.api.get("nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy")
+        if policy is None:
+            return
+        ns = next(
+            c["metadata"]["namespace"]
+            for c in self.api.list(OLM, "ClusterServiceVersion")
+            if c["metadata"]["name"].startswith("gpu-operator-certified.")
+        )
+        ok = True
+        for sim in self.nodes.values():
+            node = self.api.get("v1", "Node", sim.name)
+            assert node is not None
+            labels = node["metadata"].get("labels") or {}
+            if not any(labels.get(k) == "true" for k in PCI_FORMS):
+                continue
+            log = self._driver_log(sim)
+            self._driver_pod(ns, sim.name, log)
+            if log is not None:
+                ok = False
+                continue
+            count = sim.gpus if sim.allocatable_gpus is None else sim.allocatable_gpus
+            self._label(
+                sim.name,
+                {
+                    "nvidia.com/gpu.present": "true",
+                    "nvidia.com/gpu.product": sim.product,
+                    "nvidia.com/gpu.count": str(sim.gpus),
+                    "nvidia.com/cuda.driver.major": "580",
+                },
+                {"nvidia.com/gpu": str(count)},
+            )
+        state = "ready" if ok else "notReady"
+        if (policy.get("status") or {}).get("state") != state:
+            self.api.set_status(
+                "nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy", "", {"state": state, "namespace": ns}
+            )
+
+    def _driver_log(self, sim: SimNode) -> str | None:
+        major, minor = (int(x) for x in self.version.split(".")[:2])
+        if (major, minor) >= (4, 15) and not self.registry_storage:
+            return REGISTRY_STALL
+        if sim.secure_boot:
+            return DRIVER_LOAD_FAIL
+        return None
+
+    def _driver_pod(self, ns: str, node: str, failure: str | None) -> None:
+        name = f"nvidia-driver-daemonset-416.94.202406-{node}"
+        phase = "Running"
+        if self.api.get("v1", "Pod", name, ns) is None:
+            self.api.put(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": name, "namespace": ns, "labels": {"app": "nvidia-driver-daemonset"}},
+                    "spec": {
+                        "nodeName": node,
+                        "containers": [
+                            {"name": "nvidia-driver-ctr"},
+                            {"name": "openshift-driver-toolkit-ctr"},
+                        ],
+                    },
+                    "status": {
+                        "phase": phase,
+                        "containerStatuses": [{"name": "nvidia-driver-ctr", "ready": failure is None}],
+                    },
+                }
+            )
+        ok_log = "Loading NVIDIA driver kernel modules...\nDone, now waiting for signal\n"
+        self.api.pod_logs[(ns, name, "nvidia-driver-ctr")] = failure or ok_log
+        self.api.pod_logs[(ns, name, "openshift-driver-toolkit-ctr")] = (
+            failure if failure == REGISTRY_STALL else "driver-toolkit: build done\n"
+        )
+
+    # --- the pod runner ----------------------------------------------------------------
+    def _pods(self) -> None:
+        for pod in self.api.list("v1", "Pod"):
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Running"):
+                continue
+            self._run(pod)
+
+    def _run(self, pod: Obj) -> None:
+        spec, meta = pod["spec"], pod["metadata"]
+        node_name = spec.get("nodeName") or (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
+        limits = [(c.get("resources") or {}).get("limits") or {} for c in spec.get("containers", [])]
+        wants = sum(int(lim.get("nvidia.com/gpu", 0)) for lim in limits)
+        node = self.api.get("v1", "Node", node_name) if node_name else None
+        sim = self.nodes.get(node_name or "")
+        offered = int(((node or {}).get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu", "0"))
+        if node is None or sim is None or wants > offered:
+            msg = f"0/{len(self.nodes)} nodes are available: 1 Insufficient nvidia.com/gpu."
+            st = {
+                "phase": "Pending",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg}
+                ],
+            }
+            if (pod.get("status") or {}) != st:
+                self.api.set_status("v1", "Pod", meta["name"], meta["namespace"], st)
+            return
+        self.validation_pods.append(pod)
+        container = spec["containers"][0]["name"]
+        if wants and sim.validation_fails is None:
+            log, phase = VECTORADD_LOG, "Succeeded"
+        else:
+            log, phase = sim.validation_fails or "CUDA error: no CUDA-capable device is detected\n", "Failed"
+        self.api.pod_logs[(meta["namespace"], meta["name"], container)] = log
+        self.api.set_status(
+            "v1",
+            "Pod",
+            meta["name"],
+            meta["namespace"],
+            {
+                "phase": phase,
+                "containerStatuses": [
+                    {
+                        "name": container,
+                        "state": {
+                            "terminated": {
+                                "exitCode": 0 if phase == "Succeeded" else 1,
+                                "reason": "Completed" if phase == "Succeeded" else "Error",
+                            }
+                        },
+                    }
+                ],
+            },
+        )
+
+    def dump(self) -> str:
+        """Everything in the store, for a failing test's message."""
+        return json.dumps(
+            {f"{k.kind}/{ns}/{n}": o.get("status") for (k, ns, n), o in self.api.objects.items()}, indent=1
+        )
+
+
+PCI_FORMS = (
+    "feature.node.kubernetes.io/pci-10de.present",
+    "feature.node.kubernetes.io/pci-0302_10de.present",
+    "feature.node.kubernetes.io/pci-0300_10de.present",
+)

@@ -18,14 +18,13 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import yaml
-from certs import issue, make_ca
 from kube_proto import decode_csr_approval
+from kube_tls import serve_tls
 
 CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 NODE_PATH = "/api/v1/nodes"
@@ -82,27 +81,7 @@ class FakeKube:
         # Misbehaviour on demand: tamper(method, path) returns the raw bytes to send instead
         # of the real answer (each chunk flushed on its own, so a generator can drip), or None.
         self.tamper: Callable[[str, str], Iterable[bytes] | None] | None = None
-        ca = make_ca("kube-apiserver-fake-ca")
-        server = issue(ca, "127.0.0.1", server=True)
-        client_ca = make_ca("admin-kubeconfig-signer")
-        admin = issue(client_ca, "system:admin", org="system:masters")
-        workdir.mkdir(parents=True, exist_ok=True)
-        for name, pem in [("server.crt", server.cert_pem + ca.cert_pem), ("server.key", server.key_pem),
-                          ("client-ca.crt", client_ca.cert_pem)]:
-            (workdir / name).write_bytes(pem)
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(workdir / "server.crt", workdir / "server.key")
-        ctx.load_verify_locations(workdir / "client-ca.crt")
-        ctx.verify_mode = ssl.CERT_OPTIONAL
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.httpd.fake = self  # type: ignore[attr-defined]
-        self.url = f"https://127.0.0.1:{self.httpd.server_address[1]}"
-        self.kubeconfig = workdir / "auth" / "kubeconfig"
-        self.kubeconfig.parent.mkdir(exist_ok=True)
-        self.kubeconfig.write_text(yaml.safe_dump(_kubeconfig(self.url, ca.cert_pem, admin)))
-        self.ca_pem = ca.cert_pem
+        self.httpd, self.url, self.kubeconfig, self.ca_pem = serve_tls(workdir, _Handler, self)
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def start(self) -> FakeKube:

@@ -165,7 +165,7 @@ CASES = [
     Case("lb-hostname-is-node-name", "  ip: 10.33.3.54\n", "  ip: 10.33.3.54\n  hostname: master-0\n", 27,
          "load_balancer.hostname", "'master-0' is also a node name"),
     Case("hypervisor-uri-without-scheme", "uri: qemu:///system", "uri: /system", 28, "hypervisor.uri",
-         "String should match pattern"),
+         "'/system' is not a libvirt URI"),
 ]
 
 

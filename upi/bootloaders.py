@@ -131,10 +131,13 @@ def kept_bootloaders(out: Path, previous: dict[str, str]) -> list[RenderedFile]:
     nodes PXE-boot from; they stay (and stay in manifest.json) until a render
     with --bootloaders replaces them. `previous` is the last manifest's files.
     """
+    from upi.writer import read_inside
+
     kept = []
     for rel in BOOTLOADER_PATHS:
-        path = out / rel
-        if rel in previous and path.is_file():
-            kept.append(RenderedFile(rel, path.read_bytes(), PUBLIC))
+        # Never through a link: tftp/pxelinux.0 -> a secret must not be carried into tftp/.
+        content = read_inside(out, rel) if rel in previous else None
+        if content is not None:
+            kept.append(RenderedFile(rel, content, PUBLIC))
     return kept
 

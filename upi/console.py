@@ -3,9 +3,26 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+# Control characters a terminal acts on (ESC sequences, CR overwriting a line,
+# C1 CSI), and the bidi overrides that reorder what is shown: never printed raw.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    r"""`text` with terminal control characters shown as escapes (ESC as `\x1b`); tabs, newlines kept."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+
+
+def plain(value: object) -> Any:
+    """A rich Text of `value`: shown as written, never read as markup (`[bold]`), no raw escapes."""
+    from rich.text import Text
+
+    return Text(printable(str(value)))
 
 
 def print_json(doc: Any) -> None:
@@ -18,11 +35,11 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title, title_justify="left", show_lines=False)
+    table = Table(title=plain(title) if title else None, title_justify="left", show_lines=False)
     for col in columns:
-        table.add_column(col)
+        table.add_column(plain(col))
     for row in rows:
-        table.add_row(*(str(c) for c in row))
+        table.add_row(*(plain(c) for c in row))
     # Piped output is read by people too: do not squeeze it to 80 columns.
     width = None if sys.stdout.isatty() else 200
     Console(soft_wrap=False, width=width).print(table)
@@ -30,19 +47,19 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
 
 def say(message: str) -> None:
     """A line for the user on stdout."""
-    sys.stdout.write(message + "\n")
+    sys.stdout.write(printable(message) + "\n")
 
 
 def warn(message: str) -> None:
     """A warning on stderr."""
-    sys.stderr.write(f"upi: warning: {message}\n")
+    sys.stderr.write(f"upi: warning: {printable(message)}\n")
 
 
 def error(message: str) -> None:
     """An error on stderr."""
-    sys.stderr.write(f"upi: error: {message}\n")
+    sys.stderr.write(f"upi: error: {printable(message)}\n")
 
 
 def say_err(message: str) -> None:
     """A line on stderr (continuation of an error)."""
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(printable(message) + "\n")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 import shlex
 from functools import cache
 from pathlib import Path
@@ -12,6 +14,8 @@ from typing import Any
 import jinja2
 import jinja2.bccache
 import yaml
+
+from upi.errors import RenderError
 
 
 def templates_dir() -> Path:
@@ -35,20 +39,66 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _BlockDumper.add_representer(str, _str)
 
 
-def _to_yaml(value: Any) -> str:
+class Block(str):
+    """Filter output that may span lines (a whole YAML document): the one kind `_one_line` passes."""
+
+    __slots__ = ()
+
+
+class LineBreakInValue(ValueError):
+    """A value would have started a new line (a new directive) in a rendered file."""
+
+
+# Anything that ends a line or steers a terminal: C0/C1 controls, NEL, U+2028/9.
+_BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _one_line(value: Any) -> Any:
+    """Every `{{ value }}` stays on its line: no template can emit a new line or directive.
+
+    Validation refuses such values first; this is the second wall.
+    """
+    if isinstance(value, Block | int | float) or value is None:
+        return value
+    match = _BREAKS.search(str(value))
+    if match:
+        raise LineBreakInValue(f"{str(value)[:60]!r} holds {match.group()!r}")
+    return value
+
+
+def _to_yaml(value: Any) -> Block:
     text = yaml.dump(value, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False,
                      width=1_000_000)
-    return str(text).rstrip("\n")
+    return Block(str(text).rstrip("\n"))
+
+
+def _virt_opt(value: Any) -> str:
+    """A virt-install sub-option value: its parser splits on `,` and reads quotes like a shell.
+
+    Quoted only when it holds such characters, so plain paths are written as they are.
+    """
+    text = str(value)
+    if not re.search(r"[,'\"\\\s]", text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _xml_comment(value: Any) -> str:
+    """Text safe inside an XML comment, where `--` is forbidden (an IDN label `xn--...` has it)."""
+    return re.sub("-(?=-)", "- ", str(value))
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept between runs: compiling them costs more than a small render.
 
-    Keyed by template source checksum, so an edited template is recompiled.
+    Keyed by template source checksum, so an edited template is recompiled;
+    the folder is keyed by this module, because the environment's options
+    (autoescape, finalize) are compiled into the bytecode too.
     No cache (not an error) where the cache dir cannot be written.
     """
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    folder = Path(base) / "upi" / f"jinja-{jinja2.__version__}"
+    options = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    folder = Path(base) / "upi" / f"jinja-{jinja2.__version__}-{options}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -77,14 +127,22 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
-        autoescape=jinja2.select_autoescape(enabled_extensions=("xml",), default=False,
+        # domain.xml.j2 ends in .j2: the extension to match is "xml.j2".
+        autoescape=jinja2.select_autoescape(enabled_extensions=("xml", "xml.j2"), default=False,
                                             default_for_string=False),
+        finalize=_one_line,
     )
     env.filters["to_yaml"] = _to_yaml
+    env.filters["xml_comment"] = _xml_comment
+    env.filters["virt_opt"] = _virt_opt
     env.filters["shquote"] = shlex.quote
     return env
 
 
 def render_template(name: str, **context: Any) -> str:
     """Render one template from templates/ with `context`."""
-    return environment().get_template(name).render(**context)
+    try:
+        return environment().get_template(name).render(**context)
+    except LineBreakInValue as exc:
+        raise RenderError(f"{name}: a value would add a line to the rendered file ({exc}); "
+                          "this is a upi bug: the inventory check should have refused it") from None

@@ -1,23 +1,39 @@
-"""Write a rendered tree: plan, diff, then replace atomically (stage + rename)."""
+"""Write a rendered tree: plan, diff, then replace all-or-nothing (stage, journal, rename).
+
+DIR is locked while it is written (a second writer waits, then fails
+clearly), nothing below DIR is reached through a symlink (upi.safefs), and a
+write interrupted after its journal is complete is finished by the next
+write into DIR, so readers see the old set or the new one.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
+import fcntl
 import json
 import os
+import secrets
 import shutil
-import tempfile
+import stat
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from upi.errors import RenderError, UsageError
+from upi.errors import RenderError, UpiError, UsageError
 from upi.render import MANIFEST, RenderedFile
+from upi.safefs import DIR_MODE, Tree, UnsafePath, relpath, shown, syncfs, write_all
 
 Status = Literal["new", "changed", "unchanged", "removed"]
 # Subtrees other upi commands own inside a render dir (upi ignition stages http/).
 OWNED_ELSEWHERE = ("http/",)
 STAGING_PREFIX = ".upi-staging-"
+JOURNAL = ".upi-commit"  # in a staging dir: present = complete, to be renamed into place
+MANIFEST_LIMIT = 64 << 20
+LOCK_WAIT = 30.0  # seconds a second writer waits for the first
 
 
 @dataclass(frozen=True)
@@ -28,71 +44,153 @@ class Change:
     status: Status
 
 
-def previous_manifest(out: Path) -> dict[str, Any]:
-    """The last render's manifest.json ({} when there is none or it is unreadable)."""
+def _open(out: Path) -> Tree | None:
+    """DIR opened for reading; None if it does not exist yet."""
     try:
-        doc = json.loads((out / MANIFEST).read_text())
-    except (OSError, ValueError):
+        return Tree.open(out)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _dir_error(out, exc) from None
+
+
+def _dir_error(out: Path, exc: OSError) -> UpiError:
+    why = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return UsageError(f"{shown(out)} exists and is not a directory (or a path component is a file)")
+    if exc.errno in (errno.ELOOP, errno.ENAMETOOLONG, errno.EINVAL):
+        return UsageError(f"cannot use {shown(out)} as the output directory: {why}")
+    return RenderError(f"cannot write {shown(out)}: {why}")
+
+
+def read_manifest(tree: Tree | None) -> dict[str, Any]:
+    """The last render's manifest.json ({} when there is none or it is unreadable)."""
+    if tree is None:
+        return {}
+    try:
+        data = tree.read(MANIFEST, MANIFEST_LIMIT)
+        doc = json.loads(data) if data is not None else {}
+    except (OSError, ValueError, RecursionError, UpiError):
         return {}
     return doc if isinstance(doc, dict) else {}
 
 
-def previous_files(out: Path) -> dict[str, str]:
-    """Files the last render wrote (from its manifest.json), path -> sha256."""
+def manifest_files(doc: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """A manifest's files (path -> sha256) whose paths are safe, and the refused entries."""
+    files = doc.get("files")
+    if not isinstance(files, dict):
+        return {}, []
+    good, bad = {}, []
+    for path, meta in files.items():
+        sha = meta.get("sha256") if isinstance(meta, dict) else None
+        if relpath(path) is None or path.startswith(STAGING_PREFIX) or not isinstance(sha, str):
+            bad.append(repr(path)[:80])
+        else:
+            good[path] = sha
+    return good, bad
+
+
+def previous_manifest(out: Path) -> dict[str, Any]:
+    """The last render's manifest.json ({} when there is none or it is unreadable)."""
+    tree = _open(out)
     try:
-        return {p: meta["sha256"] for p, meta in previous_manifest(out)["files"].items()}
-    except (KeyError, TypeError, AttributeError):
-        return {}
+        return read_manifest(tree)
+    finally:
+        if tree:
+            tree.close()
 
 
-def _existing(out: Path) -> set[str]:
-    if not out.is_dir():
-        return set()
-    found = set()
-    for path in out.rglob("*"):
-        rel = path.relative_to(out).as_posix()
-        if path.is_file() and not rel.startswith(STAGING_PREFIX):
-            found.add(rel)
-    return found
+def previous_files(out: Path) -> dict[str, str]:
+    """Files the last render wrote (from its manifest.json), path -> sha256; unsafe paths dropped."""
+    return manifest_files(previous_manifest(out))[0]
 
 
-def plan(out: Path, files: list[RenderedFile]) -> list[Change]:
-    """Per path: new, changed, unchanged, or removed (written last time, not now)."""
+def read_inside(out: Path, rel: str) -> bytes | None:
+    """The bytes of regular file `rel` in `out`, never through a link; None otherwise."""
+    if relpath(rel) is None:
+        return None
+    tree = _open(out)
+    if tree is None:
+        return None
+    with tree:
+        return tree.read(rel)
+
+
+def _existing(tree: Tree) -> set[str]:
+    return {rel for rel, _ in tree.walk() if not rel.startswith(STAGING_PREFIX)}
+
+
+def _plan(tree: Tree | None, files: list[RenderedFile], previous: dict[str, str]) -> list[Change]:
     changes = []
     for f in files:
-        target = out / f.path
-        if not target.exists():
+        st = tree.lstat(f.path) if tree else None
+        if st is None:
             changes.append(Change(f.path, "new"))
-        elif target.read_bytes() != f.content or (target.stat().st_mode & 0o777) != f.mode:
+        elif stat.S_ISDIR(st.st_mode):
+            raise UnsafePath(f"{shown(tree.root / f.path)} is a directory; upi writes a file there: "  # type: ignore[union-attr]
+                             "remove it")
+        elif (not stat.S_ISREG(st.st_mode) or st.st_size != len(f.content)
+              or stat.S_IMODE(st.st_mode) != f.mode or tree.read(f.path) != f.content):  # type: ignore[union-attr]
             changes.append(Change(f.path, "changed"))
         else:
             changes.append(Change(f.path, "unchanged"))
     wanted = {f.path for f in files}
-    for path in sorted(set(previous_files(out)) - wanted):
-        if (out / path).exists():
+    for path in sorted(set(previous) - wanted):
+        st = tree.lstat(path) if tree else None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
             changes.append(Change(path, "removed"))
     return changes
 
 
+def plan(out: Path, files: list[RenderedFile]) -> list[Change]:
+    """Per path: new, changed, unchanged, or removed (written last time, not now)."""
+    tree = _open(out)
+    try:
+        return _plan(tree, files, manifest_files(read_manifest(tree))[0])
+    finally:
+        if tree:
+            tree.close()
+
+
+def _foreign(tree: Tree, files: list[RenderedFile], previous: dict[str, str]) -> list[str]:
+    ours = set(previous) | {f.path for f in files} | {MANIFEST}
+    return sorted(p for p in _existing(tree) - ours if not p.startswith(OWNED_ELSEWHERE))
+
+
 def foreign_files(out: Path, files: list[RenderedFile]) -> list[str]:
     """Files in `out` that upi did not write (neither now nor last time)."""
-    ours = set(previous_files(out)) | {f.path for f in files} | {MANIFEST}
-    return sorted(p for p in _existing(out) - ours if not p.startswith(OWNED_ELSEWHERE))
+    tree = _open(out)
+    if tree is None:
+        return []
+    with tree:
+        return _foreign(tree, files, manifest_files(read_manifest(tree))[0])
 
 
 def unified_diff(out: Path, files: list[RenderedFile], changes: list[Change]) -> str:
     """A unified diff of every new, changed or removed text file (secrets elided)."""
+    tree = _open(out)
+    try:
+        return _diff(tree, files, changes)
+    finally:
+        if tree:
+            tree.close()
+
+
+def _diff(tree: Tree | None, files: list[RenderedFile], changes: list[Change]) -> str:
     by_path = {f.path: f for f in files}
     chunks = []
     for change in changes:
         if change.status == "unchanged":
             continue
-        old_path = out / change.path
+        st = tree.lstat(change.path) if tree else None
         new = by_path.get(change.path)
-        if (new and new.mode == 0o600) or (old_path.exists() and old_path.stat().st_mode & 0o077 == 0):
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            chunks.append(f"--- {change.path}: {change.status} (not a regular file: not shown)\n")
+            continue
+        if (new and new.mode == 0o600) or (st is not None and st.st_mode & 0o077 == 0):
             chunks.append(f"--- {change.path}: {change.status} (holds secrets: not shown)\n")
             continue
-        old_bytes = old_path.read_bytes() if old_path.exists() else b""
+        old_bytes = (tree.read(change.path) if tree and st else None) or b""
         new_bytes = new.content if new else b""
         if _binary(old_bytes) or _binary(new_bytes):
             chunks.append(f"--- {change.path}: {change.status} (binary: not shown)\n")
@@ -108,64 +206,186 @@ def _binary(content: bytes) -> bool:
     return b"\0" in content[:8192]
 
 
+def check_output_dir(out: Path) -> None:
+    """Refuse output directories no render should touch: `/` (and '' which means `.`, refused by the CLI)."""
+    if os.path.realpath(out) == "/":
+        raise UsageError(f"refusing to write into {out} (the root directory): name a directory "
+                         "of its own, e.g. -o out/dgxpod")
+
+
+@contextlib.contextmanager
+def locked(out: Path) -> Iterator[Tree]:
+    """DIR created if needed (mode 0755 exactly), opened and locked for writing.
+
+    The lock is flock(2) on DIR itself (no lock file to leave behind); a
+    second writer waits up to LOCK_WAIT seconds, then fails naming DIR.
+    """
+    check_output_dir(out)
+    try:
+        _make_dirs(out)
+        tree = Tree.open(out)
+    except OSError as exc:
+        raise _dir_error(out, exc) from None
+    try:
+        _lock(tree.fd, out)
+        yield tree
+    finally:
+        tree.close()  # closing the last fd releases the lock
+
+
+def _make_dirs(out: Path) -> None:
+    """`out` and its missing parents, each 0755 exactly (never 0777 under umask 000)."""
+    missing = []
+    path = out
+    while not path.is_dir():
+        if path.is_symlink():
+            with contextlib.suppress(FileNotFoundError):  # dangling: "not a directory" below
+                path.stat()  # a loop raises ELOOP here
+        if path.is_symlink() or path.exists():
+            raise OSError(errno.ENOTDIR, "not a directory")
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(DIR_MODE)
+            path.chmod(DIR_MODE)
+
+
+def _lock(fd: int, out: Path) -> None:
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise RenderError(f"another upi process is writing {shown(out)} (waited {LOCK_WAIT:g} s); "
+                                  "run this again when it has finished") from None
+            time.sleep(0.05)
+        except OSError:  # a file system without flock (some NFS): write unlocked, as before
+            return
+
+
 def write_tree(out: Path, files: list[RenderedFile], *, force: bool = False) -> list[Change]:
     """Write `files` under `out`; nothing changes unless the whole set is staged.
 
-    Every file is first written into a staging dir inside `out` (same
-    filesystem) and the staged bytes are flushed to disk, then renamed into
-    place; manifest.json goes last, so an interrupted write leaves a tree
-    whose manifest still describes it.
+    Every file is first written into a staging dir inside `out` (same file
+    system) with every write checked; the staged tree is flushed to disk
+    (syncfs: a failed flush is an error), a journal listing the renames is
+    written, then each file is renamed into place, manifest.json last. A
+    write killed before the journal leaves DIR untouched; one killed after
+    it is completed by the next write into DIR.
     """
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{out} exists and is not a directory")
-    foreign = foreign_files(out, files)
-    if foreign and not force:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise UsageError(
-            f"{out} holds files upi did not write ({shown}); render into an empty "
-            "directory, or pass --force to write beside them"
-        )
-    changes = plan(out, files)
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
-    # Plain strings in the per-file loops: pathlib costs ~30 µs a file, which
-    # is a third of the write time for a 5,000-node tftp/ tree.
-    stage_dir, out_dir = str(staging), str(out)
-    try:
-        made: set[str] = set()
-        for f in files:
-            _stage(os.path.join(stage_dir, f.path), f, made)
-        # One flush for the whole staged tree before any rename: the same
-        # guarantee as an fsync per file, without 5,000 journal commits.
-        os.sync()
-        ordered = sorted(files, key=lambda f: f.path == MANIFEST)
-        for f in ordered:
-            target = os.path.join(out_dir, f.path)
-            _mkdir(os.path.dirname(target), made)
-            os.replace(os.path.join(stage_dir, f.path), target)
-        for change in changes:
-            if change.status == "removed":
-                (out / change.path).unlink(missing_ok=True)
-    except OSError as exc:
-        raise RenderError(f"cannot write {out}: {exc}") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with locked(out) as tree:
+        try:
+            recover(tree)
+            previous = manifest_files(read_manifest(tree))[0]
+            if not force:
+                _refuse_foreign(out, _foreign(tree, files, previous))
+            changes = _plan(tree, files, previous)
+            if all(c.status == "unchanged" for c in changes):
+                return changes
+            name = _stage(tree, files, changes)
+        except OSError as exc:
+            raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc}; "
+                              "the files already there were left as they were") from None
+        try:
+            _roll_forward(tree, name)
+        except OSError as exc:
+            raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc} while renaming the "
+                              "staged files into place; the next `upi render` into it completes "
+                              "this write") from None
     return changes
 
 
-def _mkdir(path: str, made: set[str]) -> None:
-    # One mkdir per directory, not per file: tftp/ holds a file per node.
-    if path not in made:
-        os.makedirs(path, exist_ok=True)
-        made.add(path)
+def _refuse_foreign(out: Path, foreign: list[str]) -> None:
+    if foreign:
+        shown_names = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise UsageError(
+            f"{out} holds files upi did not write ({shown_names}); render into an empty "
+            "directory, or pass --force to write beside them"
+        )
 
 
-def _stage(path: str, f: RenderedFile, made: set[str]) -> None:
-    _mkdir(os.path.dirname(path), made)
-    # Create with the final mode: a secret is never readable by others, not even briefly.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, f.mode)
+def _stage(tree: Tree, files: list[RenderedFile], changes: list[Change]) -> str:
+    """The staging dir's name, holding every file and a journal, flushed to disk."""
+    name = STAGING_PREFIX + secrets.token_hex(8)
+    os.mkdir(name, 0o700, dir_fd=tree.fd)
     try:
-        os.write(fd, f.content)
-        os.fchmod(fd, f.mode)  # umask may have trimmed it
-    finally:
-        os.close(fd)
+        with Tree(tree.root / name, os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                            dir_fd=tree.fd)) as stage:
+            for f in files:
+                stage.create(f.path, f.content, f.mode)
+            # One flush for the whole staged tree, not an fsync per file (5,000 journal commits).
+            syncfs(stage.fd)
+            journal = {"replace": sorted((f.path for f in files), key=lambda p: p == MANIFEST),
+                       "remove": [c.path for c in changes if c.status == "removed"]}
+            fd = os.open(JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                         dir_fd=stage.fd)
+            try:
+                write_all(fd, json.dumps(journal).encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.fsync(stage.fd)
+    except BaseException:
+        _remove_staging(tree, name)
+        raise
+    return name
+
+
+def _roll_forward(tree: Tree, name: str) -> None:
+    """Rename a complete staging dir's files into place, do its removals, delete it."""
+    stage_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=tree.fd)
+    with Tree(tree.root / name, stage_fd) as stage:
+        raw = stage.read(JOURNAL, MANIFEST_LIMIT)
+        try:
+            journal = json.loads(raw) if raw is not None else None
+        except (ValueError, RecursionError):
+            journal = None
+        if isinstance(journal, dict):
+            replace = [p for p in journal.get("replace", []) if relpath(p)]
+            remove = [p for p in journal.get("remove", []) if relpath(p)]
+            for path in replace:
+                st = stage.lstat(path)
+                if st is not None and stat.S_ISREG(st.st_mode):  # else renamed before the kill
+                    stage.move_to(path, tree)
+            for path in remove:
+                st = tree.lstat(path)
+                if st is not None and not stat.S_ISDIR(st.st_mode):
+                    tree.unlink(path)
+    _remove_staging(tree, name)
+
+
+def recover(tree: Tree) -> None:
+    """Finish or discard what an interrupted write left in DIR (`.upi-staging-*`).
+
+    Called with DIR locked, so no other writer owns them. A staging dir with
+    its journal is rolled forward; one without never touched DIR and is
+    deleted. Links and files under that name are unlinked, never followed.
+    """
+    with os.scandir(tree.fd) as entries:
+        stale = [e.name for e in entries if e.name.startswith(STAGING_PREFIX)]
+    for name in stale:
+        st = os.stat(name, dir_fd=tree.fd, follow_symlinks=False)
+        if not stat.S_ISDIR(st.st_mode):
+            os.unlink(name, dir_fd=tree.fd)
+        elif _has_journal(tree, name):
+            _roll_forward(tree, name)
+        else:
+            _remove_staging(tree, name)
+
+
+def _has_journal(tree: Tree, name: str) -> bool:
+    try:
+        st = os.stat(f"{name}/{JOURNAL}", dir_fd=tree.fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(st.st_mode)
+
+
+def _remove_staging(tree: Tree, name: str) -> None:
+    # rmtree with dir_fd never follows a link inside the tree.
+    shutil.rmtree(name, dir_fd=tree.fd, ignore_errors=True)

@@ -12,7 +12,7 @@ from upi import console
 
 # `upi --help` lists the commands in the order of an install, not alphabetically.
 WORKFLOW = ["validate", "schema", "render", "ignition", "push", "check", "boot-vms",
-            "approve-csr", "wait"]
+            "approve-csr", "wait", "gpu"]
 
 
 class UpiGroup(TyperGroup):
@@ -42,6 +42,14 @@ class UpiGroup(TyperGroup):
         except UpiError as exc:
             console.error(str(exc))
             raise typer.Exit(exc.exit_code) from None
+
+
+def output_dir(value: str) -> Path:
+    """An -o DIR value; '' is refused (pathlib would read it as `.`, the current directory)."""
+    if not str(value).strip():
+        raise typer.BadParameter("an empty path would mean the current directory: name the "
+                                 "directory (e.g. -o out/dgxpod, or -o . for the current one)")
+    return Path(value)
 
 
 app = typer.Typer(

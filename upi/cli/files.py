@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from upi import console
-from upi.cli.base import InventoryArg, JsonOpt, app
+from upi.cli.base import InventoryArg, JsonOpt, app, output_dir
 
 TABLE_ROWS = 40
 
@@ -41,7 +41,8 @@ def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
 )
 def render(
     inventory: InventoryArg,
-    out: Annotated[Path, typer.Option("-o", "--output", help="Directory to write into.")],
+    out: Annotated[Path, typer.Option("-o", "--output", help="Directory to write into.",
+                                      parser=output_dir, metavar="PATH")],
     diff: Annotated[bool, typer.Option("--diff", help="Show a unified diff of what changes.")] = False,
     force: Annotated[
         bool, typer.Option("--force", help="Write into a directory holding files upi did not write.")

@@ -11,7 +11,15 @@ from upi.bootloaders import kept_bootloaders, stage_bootloaders
 from upi.inventory import Inventory, load_inventory
 from upi.inventory.rules import warnings
 from upi.render import RenderedFile, render_inventory
-from upi.writer import Change, plan, previous_files, previous_manifest, unified_diff, write_tree
+from upi.writer import (
+    Change,
+    manifest_files,
+    plan,
+    previous_files,
+    previous_manifest,
+    unified_diff,
+    write_tree,
+)
 
 
 def summary(inv: Inventory) -> dict[str, Any]:
@@ -64,13 +72,17 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
     changes = plan(out, files)
     text = unified_diff(out, files, changes) if diff else None
     notes = warnings(inv)  # the inventory's own (validate prints them too)
+    refused = manifest_files(previous_manifest(out))[1]
+    if refused:
+        notes.append(f"{out}/manifest.json names {len(refused)} path(s) outside it or unsafe "
+                     f"({', '.join(refused[:3])}): ignored, nothing there is read or deleted")
     if not retire_bootstrap and previous_manifest(out).get("bootstrap_retired"):
         notes.append(f"the last render of {out} had the bootstrap retired (upi wait); this one puts "
                      f"{inv.bootstrap.name} back into HAProxy's API pools: pass --retire-bootstrap "
                      "to keep it out")
     if dry_run:
         return RenderResult(out, changes, text, written=False, warnings=notes)
-    write_tree(out, files, force=force)
+    changes = write_tree(out, files, force=force)
     return RenderResult(out, changes, text, written=True, warnings=notes)
 
 

@@ -24,7 +24,7 @@ BROKEN_VERSIONS = frozenset({"4.18.22", "4.18.23"})
 
 
 def _k8s_name(value: str) -> str:
-    if not _NAME.match(value):
+    if not _NAME.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a Kubernetes name (lowercase letters, digits, '-' and '.', "
             "starting and ending with a letter or digit)"
@@ -33,7 +33,7 @@ def _k8s_name(value: str) -> str:
 
 
 def _image(value: str) -> str:
-    if not _IMAGE.match(value):
+    if not _IMAGE.fullmatch(value):
         raise ValueError(f"{value!r} is not a container image reference (registry/repo:tag)")
     return value
 

@@ -8,10 +8,12 @@ from typing import Any
 
 import yaml
 from pydantic import ValidationError
+from yaml.constructor import ConstructorError
 
 from upi.errors import InventoryError, Problem
 from upi.inventory.model import Inventory
 from upi.inventory.rules import check_rules
+from upi.inventory.yamlbounds import check_depth, check_graph, needs_graph_check
 
 try:  # libyaml parses a 5,000-node inventory ~10x faster than pure Python, same marks
     from yaml import CSafeLoader as _BaseLoader
@@ -19,16 +21,40 @@ except ImportError:  # pragma: no cover - PyYAML built without libyaml
     from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
 
 
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
 class _SafeLoader(_BaseLoader):
-    """Safe YAML that notices duplicate keys while it builds each mapping."""
+    """Safe YAML that notices duplicate keys while it builds each mapping.
+
+    Every key of an inventory is a name: a list, a mapping, a number or
+    `yes` as a key is refused where it is, with its line, before any of
+    it reaches the model (a list key would not even hash).
+    """
 
     duplicate_keys = False
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag != _STR_TAG:
+                what = repr(key.value) if isinstance(key, yaml.ScalarNode) else f"a {key.id}"
+                raise ConstructorError(None, None, f"a key must be a plain name, not {what}",
+                                       key.start_mark)
         keys = [key.value for key, _ in node.value]
         if len(keys) != len(set(keys)):
             self.duplicate_keys = True
         return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """An int, or a located error for one too long to convert (Python's 4,300-digit limit)."""
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            raise ConstructorError(None, None, f"the number {node.value[:20]}... is too long",
+                                   node.start_mark) from None
+
+
+_SafeLoader.add_constructor("tag:yaml.org,2002:int", _SafeLoader.construct_yaml_int)
 
 Loc = tuple[str | int, ...]
 
@@ -58,8 +84,18 @@ class _Lines:
             root, self._root = self._root, None
             self.walk(root)
 
-    def walk(self, node: yaml.Node, loc: Loc = ()) -> None:
+    def walk(self, node: yaml.Node, loc: Loc = (), seen_nodes: set[int] | None = None) -> None:
+        """Lines under `node`; an alias (a node met before) is not walked again.
+
+        Aliases share their node, so a 600-byte file of nested aliases is a
+        tree of billions of paths: walking each node once keeps the walk as
+        long as the file, and a problem under an alias points at the alias.
+        """
+        seen_nodes = set() if seen_nodes is None else seen_nodes
         self.lines.setdefault(loc, node.start_mark.line + 1)
+        if id(node) in seen_nodes:
+            return
+        seen_nodes.add(id(node))
         if isinstance(node, yaml.MappingNode):
             seen: set[str] = set()
             for key, value in node.value:
@@ -69,10 +105,10 @@ class _Lines:
                     self.duplicates.append((child, key.start_mark.line + 1))
                 seen.add(name)
                 self.lines[child] = key.start_mark.line + 1
-                self.walk(value, child)
+                self.walk(value, child, seen_nodes)
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
-                self.walk(item, (*loc, i))
+                self.walk(item, (*loc, i), seen_nodes)
 
     def line_of(self, loc: Loc) -> int | None:
         """Line of the deepest part of `loc` that exists in the file."""
@@ -84,12 +120,15 @@ class _Lines:
 
 
 def _parse(text: str, name: str) -> tuple[Any, _Lines]:
+    check_depth(text, name)
     try:
         loader = _SafeLoader(text)
         try:
             root = loader.get_single_node()
             if root is None:
                 raise InventoryError([f"{name}: the file is empty; see docs/inventory.md"])
+            if needs_graph_check(text):  # aliases, or indented past any real inventory
+                check_graph(root, name)
             data = loader.construct_document(root)
             lines = _Lines(root)
             if loader.duplicate_keys:
@@ -99,7 +138,8 @@ def _parse(text: str, name: str) -> tuple[Any, _Lines]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark else None
-        msg = f"YAML syntax error: {exc.problem or exc}"
+        kind = "YAML error" if isinstance(exc, ConstructorError) else "YAML syntax error"
+        msg = f"{kind}: {exc.problem or exc}"
         raise InventoryError([str(Problem(name, line, "", msg))]) from None
     except yaml.YAMLError as exc:
         raise InventoryError([f"{name}: YAML error: {exc}"]) from None

@@ -15,13 +15,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from upi.inventory.gpu import GpuSettings, MigProfile
 from upi.inventory.types import (
     AbsPath,
+    Artifact,
+    DevicePath,
     DnsLabel,
     DomainName,
     HttpUrl,
+    HypervisorUri,
+    InterfaceName,
     IPv4,
     IPv4Net,
+    KernelArg,
     MacAddress,
     OpenShiftVersion,
+    StrictFloat,
+    StrictInt,
 )
 
 
@@ -83,13 +90,13 @@ class SshTarget(_Model):
 
     host: str | None = None
     user: str = "root"
-    port: int = Field(default=22, ge=1, le=65535)
+    port: StrictInt = Field(default=22, ge=1, le=65535)
     known_hosts: str | None = None
     identity_file: str | None = None
     local: bool = False
     reload_command: list[str] | None = Field(default=None, min_length=1)
-    connect_timeout: float = Field(default=10.0, gt=0)
-    command_timeout: float = Field(default=60.0, gt=0)
+    connect_timeout: StrictFloat = Field(default=10.0, gt=0)
+    command_timeout: StrictFloat = Field(default=60.0, gt=0)
 
 
 class Cluster(_Model):
@@ -123,7 +130,7 @@ class Network(_Model):
     machine_cidr: IPv4Net
     gateway: IPv4
     cluster_network: IPv4Net = ipaddress.IPv4Network("10.128.0.0/14")
-    host_prefix: int = Field(default=23, ge=1, le=32)
+    host_prefix: StrictInt = Field(default=23, ge=1, le=32)
     service_network: IPv4Net = ipaddress.IPv4Network("172.30.0.0/16")
     upstream_dns: list[IPv4] = Field(default_factory=list)
     network_type: NetworkType | None = None
@@ -140,7 +147,7 @@ class Provisioner(_Model):
     """The x86 server that runs dnsmasq (DNS, DHCP, TFTP) and the HTTP server."""
 
     ip: IPv4
-    interface: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,15}$")
+    interface: InterfaceName
     http_base_url: HttpUrl
     tftp_root: AbsPath = "/var/lib/tftpboot"
     http_root: AbsPath = "/var/www/html"
@@ -152,10 +159,10 @@ class Provisioner(_Model):
 class Rhcos(_Model):
     """RHCOS boot artifacts: paths relative to http_base_url, or full URLs."""
 
-    kernel: str
-    initramfs: str
-    rootfs: str | None = None
-    image: str | None = None
+    kernel: Artifact
+    initramfs: Artifact
+    rootfs: Artifact | None = None
+    image: Artifact | None = None
 
 
 class LoadBalancer(_Model):
@@ -170,8 +177,8 @@ class LoadBalancer(_Model):
 class Hypervisor(_Model):
     """The libvirt host that runs the VM nodes."""
 
-    uri: str = Field(pattern=r"^[a-z0-9+]+://")
-    bridge: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,15}$")
+    uri: HypervisorUri
+    bridge: InterfaceName
     image_dir: AbsPath = "/var/lib/libvirt/images"
     uefi_loader: AbsPath = "/usr/share/OVMF/OVMF_CODE.fd"
 
@@ -179,9 +186,10 @@ class Hypervisor(_Model):
 class VmSize(_Model):
     """CPU, memory and disk of one VM node."""
 
-    vcpus: int = Field(default=4, ge=1, le=512)
-    memory_mib: int = Field(default=16384, ge=1024)
-    disk_gib: int = Field(default=100, ge=10)
+    vcpus: StrictInt = Field(default=4, ge=1, le=512)
+    # Upper bounds keep libvirt's KiB and byte counts inside 64 bits.
+    memory_mib: StrictInt = Field(default=16384, ge=1024, le=2**24)
+    disk_gib: StrictInt = Field(default=100, ge=10, le=2**20)
 
 
 class Bmc(_Model):
@@ -202,14 +210,14 @@ class Node(_Model):
     ip: IPv4
     machine: Machine | None = None
     firmware: Firmware | None = None
-    install_disk: AbsPath | None = None
+    install_disk: DevicePath | None = None
     gpu: bool = False
-    gpus: int | None = Field(default=None, ge=1, le=64)
+    gpus: StrictInt | None = Field(default=None, ge=1, le=64)
     mig_config: MigProfile | None = None
     vm: VmSize | None = None
     bmc: Bmc | None = None
     hypervisor: Hypervisor | None = None
-    kernel_args: list[str] = Field(default_factory=list)
+    kernel_args: list[KernelArg] = Field(default_factory=list)
 
     @property
     def is_control_plane(self) -> bool:

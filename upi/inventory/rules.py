@@ -9,6 +9,7 @@ from typing import Any
 
 from upi.inventory.gpu import gpu_rules, gpu_warnings
 from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Role
+from upi.inventory.safety import safety_rules, safety_warnings, trust_bundle
 
 Finding = tuple[tuple[str | int, ...], str]
 
@@ -24,7 +25,8 @@ RESERVED_NAMES = {"api", "api-int", "apps", "console", "oauth"}
 def check_rules(inv: Inventory, *, check_files: bool = True) -> list[Finding]:
     """Every cross-field problem of a parsed inventory (empty when valid)."""
     findings: list[Finding] = []
-    for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines, gpu_rules):
+    for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines, gpu_rules,
+                 safety_rules):
         findings.extend(rule(inv))
     if check_files:
         findings.extend(_files(inv))
@@ -46,7 +48,7 @@ def warnings(inv: Inventory) -> list[str]:
             "nodes, so the masters are made schedulable (mastersSchedulable: true through upi "
             "ignition) and the 80/443 pools hold the masters and the worker"
         )
-    return out + gpu_warnings(inv)
+    return out + gpu_warnings(inv) + safety_warnings(inv)
 
 
 def _roles(inv: Inventory) -> Iterator[Finding]:
@@ -185,9 +187,6 @@ def _machines(inv: Inventory) -> Iterator[Finding]:
             yield ("nodes", i, "firmware"), (
                 f"{node.name} is a DGX (gpu: true): DGX systems network-boot only with UEFI"
             )
-        for j, arg in enumerate(node.kernel_args):
-            if not arg or any(c.isspace() for c in arg):
-                yield ("nodes", i, "kernel_args", j), f"{arg!r} must be one argument, no spaces"
 
 
 def _files(inv: Inventory) -> Iterator[Finding]:
@@ -198,8 +197,8 @@ def _files(inv: Inventory) -> Iterator[Finding]:
         text = _read(inv, bundle)
         if text is None:
             yield ("cluster", "additional_trust_bundle_file"), f"cannot read {bundle}"
-        elif "-----BEGIN CERTIFICATE-----" not in text:
-            yield ("cluster", "additional_trust_bundle_file"), f"{bundle} holds no PEM certificate"
+        else:
+            yield from trust_bundle(inv, text)
     for i, node in enumerate(inv.nodes):
         if node.bmc and _read(inv, node.bmc.credentials_file) is None:
             yield ("nodes", i, "bmc", "credentials_file"), f"cannot read {node.bmc.credentials_file}"

@@ -1,81 +1,227 @@
-"""Reusable validated scalar types for the inventory model."""
+"""Reusable validated scalar types for the inventory model.
+
+Every string that reaches a rendered file is one of these types, and each
+refuses the characters that would let a value start a new line or a new
+directive in that file (docs/security.md, "Hostile inventory values"):
+no value is ever escaped into a config it was not meant to change.
+Patterns are matched with `fullmatch` (a `$` also matches before a final
+newline) and digits are ASCII only (Python's regex digits and `int()` take any script's).
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import re
 from typing import Annotated
+from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, BeforeValidator, Field, Strict
 
-_MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
-_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-_DOMAIN_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", re.IGNORECASE)
+_MAC = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
+_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+_DOMAIN_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.IGNORECASE)
+_IPV4 = re.compile(r"[0-9]{1,3}(\.[0-9]{1,3}){3}")
+_CIDR = re.compile(r"[0-9]{1,3}(\.[0-9]{1,3}){3}(/[0-9]{1,2})?")
+# Longest DNS name (RFC 1035: 255 octets on the wire, 253 characters written).
+MAX_FQDN = 253
+
+# What a boot artifact path or URL may hold: it is written unquoted into GRUB
+# (`linux`, `initrd`), pxelinux (`KERNEL`, `APPEND`) and the kernel command
+# line, where whitespace separates arguments, `;` `|` `&` end a GRUB command,
+# `$` expands a variable and quotes or braces open a word or a block.
+_ARTIFACT = re.compile(r"[A-Za-z0-9._~/%+=:@-]+")
+# One kernel argument: the same, plus `,` (console=ttyS0,115200n8, bond=...).
+_KERNEL_ARG = re.compile(r"[A-Za-z0-9._~/%+=:@,-]+")
+# Arguments upi writes itself from the inventory: a second one would win or fight.
+OWN_KERNEL_ARGS = ("coreos.inst.ignition_url", "coreos.inst.install_dev", "coreos.live.rootfs_url",
+                   "coreos.inst.image_url", "coreos.inst", "initrd", "BOOT_IMAGE")
+# A block device: /dev/sda, /dev/nvme0n1, /dev/disk/by-path/pci-0000:00:1f.2-ata-1.
+_DEVICE = re.compile(r"/dev/[A-Za-z0-9._:+@-]+(/[A-Za-z0-9._:+@-]+)*")
+# Characters refused in any path: `,` is a sub-option separator in dnsmasq
+# (tftp-root=DIR,IFACE) and virt-install (--disk path=...,size=); `"` and `\`
+# quote and escape in dnsmasq; `#` starts a comment.
+_PATH_REFUSED = frozenset(',"\\#')
+# libvirt transports that never run a command named by the URI (`ext` does,
+# `?command=`; ssh's `netcat=`/`socket=` choose a remote one; `no_verify`
+# skips the host key check): the test driver is allowed for tests and demos.
+HYPERVISOR_DRIVERS = ("qemu", "test")
+HYPERVISOR_TRANSPORTS = ("", "unix", "ssh", "libssh", "libssh2", "tls")
+HYPERVISOR_QUERY_KEYS = ("keyfile", "known_hosts", "mode")
+
+
+def _shown(value: object) -> str:
+    """A value as an error shows it: a short repr of a string, else only its type.
+
+    Never the repr of a list or mapping: behind YAML aliases it can hold billions of items.
+    """
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 80 else repr(value[:77]) + "..."
+    return f"a {type(value).__name__}" if isinstance(value, list | dict) else repr(value)
+
+
+def _fullmatch(pattern: re.Pattern[str], value: str) -> bool:
+    return value.isascii() and pattern.fullmatch(value) is not None
 
 
 def _mac(value: str) -> str:
     mac = value.strip().lower().replace("-", ":")
-    if not _MAC.match(mac):
-        raise ValueError(f"{value!r} is not a MAC address (want six hex pairs, 52:54:00:aa:bb:cc)")
+    if not _fullmatch(_MAC, mac):
+        raise ValueError(f"{_shown(value)} is not a MAC address (want six hex pairs, 52:54:00:aa:bb:cc)")
     if int(mac[:2], 16) & 1:
-        raise ValueError(f"{value!r} is a multicast MAC address; a NIC has a unicast one")
+        raise ValueError(f"{_shown(value)} is a multicast MAC address; a NIC has a unicast one")
+    if mac == "00:00:00:00:00:00":
+        raise ValueError(f"{_shown(value)} is the all-zeros MAC address; a NIC has a real one")
     return mac
 
 
 def _label(value: str) -> str:
-    if not _LABEL.match(value):
+    if not _fullmatch(_LABEL, value):
         raise ValueError(
-            f"{value!r} is not a DNS label (lowercase letters, digits and hyphens, "
+            f"{_shown(value)} is not a DNS label (lowercase letters, digits and hyphens, "
             "1-63 characters, no hyphen at either end)"
         )
     return value
 
 
 def _domain(value: str) -> str:
-    name = value.rstrip(".")
+    name = value.removesuffix(".")
     parts = name.split(".")
-    if len(name) > 253 or not all(_DOMAIN_LABEL.match(p) for p in parts):
-        raise ValueError(f"{value!r} is not a DNS domain name")
+    if len(name) > MAX_FQDN or not all(_fullmatch(_DOMAIN_LABEL, p) for p in parts):
+        raise ValueError(f"{_shown(value)} is not a DNS domain name")
     return name.lower()
 
 
 def _stringify(value: object) -> object:
     # YAML reads `openshift_version: 4.10` as the float 4.1: refuse, don't guess.
     if isinstance(value, float):
-        raise ValueError(f"{value!r} must be quoted (YAML reads 4.10 as 4.1): write \"{value}\"")
+        raise ValueError(f"{_shown(value)} must be quoted (YAML reads 4.10 as 4.1): write \"{value}\"")
     return value
 
 
 def _version(value: str) -> str:
-    m = re.fullmatch(r"4\.(\d+)(\.\d+)?", value.strip())
+    m = re.fullmatch(r"4\.([0-9]+)(\.[0-9]+)?", value.strip(), re.ASCII)
     if not m or not 1 <= int(m.group(1)) <= 99:
-        raise ValueError(f"{value!r} is not an OpenShift 4 version (write \"4.16\" or \"4.16.3\")")
+        raise ValueError(f"{_shown(value)} is not an OpenShift 4 version (write \"4.16\" or \"4.16.3\")")
     return value.strip()
 
 
 def _ipv4(value: object) -> ipaddress.IPv4Address:
-    try:
-        return ipaddress.IPv4Address(str(value))
-    except ValueError:
-        raise ValueError(f"{value!r} is not an IPv4 address") from None
+    if isinstance(value, ipaddress.IPv4Address):
+        return value
+    if isinstance(value, str) and _fullmatch(_IPV4, value):
+        try:
+            return ipaddress.IPv4Address(value)
+        except ValueError:
+            pass
+    raise ValueError(f"{_shown(value)} is not an IPv4 address")
 
 
 def _net(value: object) -> ipaddress.IPv4Network:
+    if isinstance(value, ipaddress.IPv4Network):
+        return value
+    if not isinstance(value, str) or not _fullmatch(_CIDR, value):
+        raise ValueError(f"{_shown(value)} is not an IPv4 network in CIDR form (write 10.0.0.0/24)")
     try:
-        return ipaddress.IPv4Network(str(value))
+        return ipaddress.IPv4Network(value)
     except ValueError as exc:
-        raise ValueError(f"{value!r} is not an IPv4 network in CIDR form ({exc})") from None
+        raise ValueError(f"{_shown(value)} is not an IPv4 network in CIDR form ({exc})") from None
+
+
+def _url_parts(value: str, what: str) -> tuple[str, str]:
+    """(scheme, path) of an http(s) URL that is safe to write into a config file."""
+    if not _fullmatch(_ARTIFACT, value):
+        raise ValueError(
+            f"{_shown(value)} is not {what}: only letters, digits and . _ ~ / % + = : @ - "
+            "(no spaces, quotes, ; & $ ? # or line breaks: it is written into boot files)"
+        )
+    try:
+        url = urlsplit(value)
+        port = url.port
+    except ValueError as exc:
+        raise ValueError(f"{_shown(value)} is not {what} ({exc})") from None
+    if url.scheme not in ("http", "https") or not url.hostname or "@" in url.netloc:
+        if "@" in url.netloc:
+            raise ValueError(
+                f"{_shown(value)}: a user or password in the URL would be copied into world-readable "
+                "boot files and logs; serve the files without credentials"
+            )
+        raise ValueError(f"{_shown(value)} is not {what} (want http://HOST[:PORT]/...)")
+    if port == 0:
+        raise ValueError(f"{_shown(value)} is not {what} (port 0)")
+    return url.scheme, url.path
 
 
 def _http_url(value: str) -> str:
-    if not re.match(r"^https?://[^/\s]+(/\S*)?$", value):
-        raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    _url_parts(value, "an http:// or https:// URL")
     return value.rstrip("/")
 
 
+def _artifact(value: str) -> str:
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", value):
+        _, path = _url_parts(value, "an http:// or https:// URL or a path under http_base_url")
+        if not path.rsplit("/", 1)[-1]:
+            raise ValueError(f"{_shown(value)} names no file (the URL ends in /)")
+    elif not _fullmatch(_ARTIFACT, value) or ".." in value.split("/"):
+        raise ValueError(
+            f"{_shown(value)} is not a path under http_base_url: only letters, digits and "
+            ". _ ~ / % + = : @ - (no spaces, quotes, ; & $ ? # .. or line breaks: it is "
+            "written into boot files)"
+        )
+    return value
+
+
 def _abs_path(value: str) -> str:
-    if not value.startswith("/") or any(c.isspace() for c in value):
-        raise ValueError(f"{value!r} is not an absolute path without spaces")
+    bad = sorted({c for c in value if c in _PATH_REFUSED or c.isspace() or not c.isprintable()})
+    if not value.startswith("/") or bad:
+        why = f" (refused: {''.join(bad)!r})" if bad else ""
+        raise ValueError(
+            f"{_shown(value)} is not an absolute path without spaces, line breaks or , \" \\ #{why}"
+        )
+    return value
+
+
+def _device(value: str) -> str:
+    if not _fullmatch(_DEVICE, value) or ".." in value.split("/"):
+        raise ValueError(
+            f"{_shown(value)} is not a disk device (/dev/sda, /dev/nvme0n1, /dev/disk/by-id/...; "
+            "letters, digits and . _ : + @ - only: it is written into the kernel command line)"
+        )
+    return value
+
+
+def _kernel_arg(value: str) -> str:
+    if not value or any(c.isspace() for c in value):
+        raise ValueError(f"{_shown(value)} must be one argument, no spaces")
+    if not _fullmatch(_KERNEL_ARG, value):
+        raise ValueError(
+            f"{_shown(value)} is not a plain kernel argument: only letters, digits and "
+            ". _ ~ / % + = : @ , - (no quotes, ; & $ {{ }} or line breaks: GRUB and pxelinux "
+            "would read them as commands)"
+        )
+    key = value.split("=", 1)[0]
+    if key in OWN_KERNEL_ARGS:
+        raise ValueError(f"{_shown(value)}: upi sets {key} itself from the inventory; remove it here")
+    return value
+
+
+def _hypervisor_uri(value: str) -> str:
+    m = re.fullmatch(r"([a-z0-9]+)(?:\+([a-z0-9]+))?://"  # driver+transport://
+                     r"((?:[A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]{1,5})?)?"  # [user@]host
+                     r"(/[A-Za-z0-9._/+-]*)?(?:\?([A-Za-z0-9._/=&+-]*))?", value)
+    allowed = (f"{' or '.join(HYPERVISOR_DRIVERS)} with transport "
+               f"{', '.join(t or '(none)' for t in HYPERVISOR_TRANSPORTS)}")
+    if not value.isascii() or not value.isprintable() or m is None:
+        raise ValueError(f"{_shown(value)} is not a libvirt URI (qemu:///system, qemu+ssh://root@kvm1/system)")
+    driver, transport, _, _, query = m.groups()
+    if driver not in HYPERVISOR_DRIVERS or (transport or "") not in HYPERVISOR_TRANSPORTS:
+        raise ValueError(f"{_shown(value)}: only {allowed} are allowed (ext and tcp run or expose more)")
+    for key, _ in parse_qsl(query or "", keep_blank_values=True):
+        if key not in HYPERVISOR_QUERY_KEYS:
+            raise ValueError(
+                f"{_shown(value)}: the URI parameter {key!r} is refused (allowed: "
+                f"{', '.join(HYPERVISOR_QUERY_KEYS)}); command, netcat, socket and no_verify "
+                "would run a program or skip the host key check"
+            )
     return value
 
 
@@ -87,3 +233,13 @@ IPv4 = Annotated[ipaddress.IPv4Address, BeforeValidator(_ipv4)]
 IPv4Net = Annotated[ipaddress.IPv4Network, BeforeValidator(_net)]
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
 AbsPath = Annotated[str, AfterValidator(_abs_path)]
+# An RHCOS kernel/initramfs/rootfs/image: a path under http_base_url or a full URL.
+Artifact = Annotated[str, AfterValidator(_artifact)]
+DevicePath = Annotated[str, AfterValidator(_device)]
+KernelArg = Annotated[str, AfterValidator(_kernel_arg)]
+HypervisorUri = Annotated[str, AfterValidator(_hypervisor_uri)]
+# A network interface or bridge name (Linux: at most 15 characters).
+InterfaceName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,15}$")]
+# YAML `true` is not 1 and "22" is not 22: whole numbers are written as numbers.
+StrictInt = Annotated[int, Strict()]
+StrictFloat = Annotated[float, Strict()]

@@ -61,7 +61,7 @@ class StatusBoard:
         for col in ("vm", "hypervisor", "state", "detail"):
             table.add_column(col)
         for name, row in self._rows.items():
-            table.add_row(name, *row)
+            table.add_row(*(console.plain(c) for c in (name, *row)))
         return table
 
     def __enter__(self) -> StatusBoard:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TextIO
 
+from upi.console import plain, printable
 from upi.csr.client import Record
 from upi.installer_log import LogEvent
 from upi.vms.status import VmEvent
@@ -141,9 +142,9 @@ class WaitDisplay:
             live = self._live
             if live is not None:
                 if not quiet_when_live:
-                    live.console.print(text, markup=False, highlight=False)
+                    live.console.print(printable(text), markup=False, highlight=False)
                 return
-            self.out.write(text + "\n")
+            self.out.write(printable(text) + "\n")
             self.out.flush()  # piped into a journal or `tee`: show each line as it happens
 
     def _panel(self) -> Any:
@@ -158,11 +159,11 @@ class WaitDisplay:
             grid.add_row("stage", stage_label(p.stage) + (f" - {p.step}" if p.step else ""))
             grid.add_row("elapsed", f"{_clock_text(now - p.stage_started)} in this stage, "
                          f"{_clock_text(now - p.started)} in all")
-            grid.add_row("installer", p.last_message or "-")
+            grid.add_row("installer", plain(p.last_message or "-"))
             grid.add_row("CSRs", f"{len(p.csrs_approved)} approved, {p.csrs_skipped} skipped")
-            grid.add_row("VMs", "; ".join(p.vm_events[-4:]) or "-")
+            grid.add_row("VMs", plain("; ".join(p.vm_events[-4:]) or "-"))
             if p.warnings:
-                grid.add_row("warning", p.warnings[-1])
+                grid.add_row("warning", plain(p.warnings[-1]))
         return Panel(grid, title="upi wait", title_align="left")
 
     def __enter__(self) -> WaitDisplay:

@@ -1,0 +1,43 @@
+"""A fake GPU cluster matching the dgxpod inventory, and the inventory with GPU counts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import inventory_path
+from fake_gpu import FakeGpuCluster, SimNode
+
+W = "install_disk: /dev/nvme0n1, gpu: true}"
+
+
+def gpu_inventory(tmp_path: Path, extra: str = "", gpus: int = 8) -> Path:
+    """dgxpod with `gpus: N` on both DGX workers (plus `extra` top-level YAML)."""
+    text = (
+        inventory_path("dgxpod").read_text().replace(W, W.replace("gpu: true}", f"gpu: true, gpus: {gpus}}}"))
+    )
+    inv = tmp_path / "dgxpod.yaml"
+    inv.write_text(text + extra)
+    return inv
+
+
+def sim_nodes(gpus: int = 8) -> list[SimNode]:
+    """The dgxpod cluster's nodes: masters without GPUs, two DGX H100s."""
+    return [SimNode(f"master-{i}") for i in range(3)] + [SimNode("worker-0", gpus), SimNode("worker-1", gpus)]
+
+
+def start_cluster(tmp_path: Path, nodes: list[SimNode] | None = None, **kw: object) -> FakeGpuCluster:
+    return FakeGpuCluster(tmp_path / "kube", nodes or sim_nodes(), **kw).start()  # type: ignore[arg-type]
+
+
+def gpu_args(inv: Path, cluster: FakeGpuCluster, *extra: str, timeout: str = "0.5") -> list[str]:
+    return [
+        "gpu",
+        str(inv),
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "--poll",
+        "0.05",
+        "--timeout",
+        timeout,
+        *extra,
+    ]

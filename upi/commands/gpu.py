@@ -1,0 +1,61 @@
+"""`upi gpu`: connect, run the GPU flow with a live display, print the table or JSON."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from upi import console
+from upi.csr.connect import connect, find_kubeconfig
+from upi.errors import UsageError
+from upi.gpu.display import GpuDisplay
+from upi.gpu.flow import GpuReport, run_gpu
+from upi.gpu.kube import Kube
+from upi.gpu.steps import Clock
+from upi.inventory import load_inventory
+
+COLUMNS = ["node", "label", "product", "GPUs expected/allocatable", "driver", "validation", "seconds"]
+
+
+def gpu_command(inventory: Path, *, kubeconfig: Path | None, assets: Path | None, dry_run: bool,
+                as_json: bool, timeout_minutes: float, poll: float = 5.0) -> GpuReport:
+    """Run `upi gpu` and print its outcome; the caller exits 1 unless the report is ok."""
+    if timeout_minutes <= 0:
+        raise UsageError("--timeout must be a positive number of minutes")
+    if poll <= 0:
+        raise UsageError("--poll must be a positive number of seconds")
+    inv = load_inventory(inventory, check_files=False)
+    conn = connect(find_kubeconfig(kubeconfig, assets))
+    # Labels follow ClusterPolicy ready within seconds; give them 30 looks before judging.
+    clock = Clock(timeout_minutes * 60, poll=poll, settle=30 * poll)
+    try:
+        with GpuDisplay(out=sys.stderr if as_json else sys.stdout) as display:
+            report = run_gpu(inv, Kube(conn), clock, display, dry_run=dry_run)
+    finally:
+        conn.close()
+    show(report, as_json=as_json)
+    return report
+
+
+def show(report: GpuReport, *, as_json: bool) -> None:
+    """The per-node table (or JSON), the dry-run plan, and the diagnosis of a failure."""
+    if as_json:
+        doc = report.to_json()
+        if report.dry_run:
+            doc["planned"] = report.planned
+        console.print_json(doc)
+        return
+    if report.dry_run:
+        console.say("--dry-run: nothing was changed; upi gpu would apply:")
+        for text in report.planned:
+            console.say("---\n" + text.rstrip())
+    if report.nodes:
+        console.print_table("GPU nodes", COLUMNS, [
+            [n.node, n.label or "-", n.product or "-",
+             f"{n.expected if n.expected is not None else 'any'}/{n.allocatable}", n.driver or "-",
+             n.validation, f"{n.seconds:.1f}"] for n in report.nodes])
+    if report.diagnosis is not None:
+        console.error(report.diagnosis.text())
+    elif report.ok and not report.dry_run:
+        console.say("GPUs verified on every GPU node" + ("" if report.changed else
+                                                          " (nothing changed: already installed)"))

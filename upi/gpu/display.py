@@ -1,0 +1,80 @@
+"""What `upi gpu` shows while it runs: a live stage panel on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from types import TracebackType
+from typing import Any, TextIO
+
+from upi.console import plain, printable
+from upi.gpu.flow import STAGES
+
+
+class GpuDisplay:
+    """A Reporter (upi.gpu.steps) that shows stages like `upi wait` does."""
+
+    def __init__(self, *, live: bool | None = None, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+        self._live_wanted = self.out.isatty() if live is None else live
+        self._lock = threading.Lock()
+        self.states: dict[str, str] = {s: "pending" for s in STAGES}
+        self.current = ""
+        self.last = ""
+        self.started = time.monotonic()
+        self._live: Any = None
+
+    def stage(self, name: str, message: str) -> None:
+        """A stage started, is done, or failed."""
+        with self._lock:
+            self.states[name] = message
+            self.current = name if message == "started" else self.current
+        self._line(f"== {name}: {message}")
+
+    def note(self, message: str) -> None:
+        """Something the flow did or saw."""
+        with self._lock:
+            self.last = message
+        self._line(f"  {message}")
+
+    def warn(self, message: str) -> None:
+        """A problem (a failed check)."""
+        self._line(f"upi: warning: {message}")
+
+    def _line(self, text: str) -> None:
+        live = self._live
+        if live is not None:
+            live.console.print(printable(text), markup=False, highlight=False)
+            return
+        self.out.write(printable(text) + "\n")
+        self.out.flush()
+
+    def _panel(self) -> Any:
+        from rich.panel import Panel
+        from rich.table import Table
+
+        marks = {"done": "[ok]", "started": "[..]", "failed": "[!!]", "pending": "[  ]"}
+        grid = Table.grid(padding=(0, 2))
+        with self._lock:
+            for name, state in self.states.items():
+                grid.add_row(plain(marks.get(state, "[  ]")), plain(name))
+            minutes, secs = divmod(int(time.monotonic() - self.started), 60)
+            grid.add_row("", plain(f"{minutes}m{secs:02d}s; last: {self.last or '-'}"))
+        return Panel(grid, title="upi gpu", title_align="left")
+
+    def __enter__(self) -> GpuDisplay:
+        if self._live_wanted:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(get_renderable=self._panel, refresh_per_second=2,
+                              console=Console(file=self.out), transient=False)
+            self._live.start()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.stop()

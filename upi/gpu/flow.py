@@ -1,0 +1,169 @@
+"""`upi gpu` as a library flow: pre-flight, install, instances, ready, verify every GPU node.
+
+`upi wait --gpu` calls `run_gpu` after install-complete; the CLI adapter only
+connects, shows and exits. A hook runs before the first change (e.g. a
+Secure Boot warning from the BMCs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from upi.gpu.install import apply_all, install_operator, instances, resolve_channel, wait_policy_ready
+from upi.gpu.kube import Kube
+from upi.gpu.objects import Obj, dump, namespace, operator_group, packages, subscription
+from upi.gpu.preflight import Check, preflight
+from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
+from upi.gpu.verify import NodeResult, check_labels, run_validation
+from upi.inventory.gpu import settings
+from upi.inventory.model import Inventory
+
+OLM = "operators.coreos.com/v1alpha1"
+STAGES = ("pre-flight", "NFD operator", "GPU operator", "operands", "ClusterPolicy ready", "verify nodes")
+# Called with the inventory and the reporter before anything is changed (i13: Secure Boot via Redfish).
+BeforeInstall = Callable[[Inventory, Reporter], None]
+
+
+@dataclass
+class GpuReport:
+    """What a run did and found: checks, changes, per-node results, the failure if any."""
+
+    checks: list[Check] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    nodes: list[NodeResult] = field(default_factory=list)
+    diagnosis: Diagnosis | None = None
+    planned: list[str] = field(default_factory=list)  # --dry-run: the YAML it would apply
+    dry_run: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Every check passed, nothing failed and every GPU node verified."""
+        if self.diagnosis is not None or not all(c.ok for c in self.checks):
+            return False
+        return self.dry_run or (bool(self.nodes) and all(n.ok for n in self.nodes))
+
+    @property
+    def changed(self) -> bool:
+        """Whether the run changed anything on the cluster."""
+        return any(c.action != "unchanged" for c in self.changes)
+
+    def to_json(self) -> dict[str, object]:
+        """The report for --json."""
+        return {
+            "ok": self.ok,
+            "dry_run": self.dry_run,
+            "changed": self.changed,
+            "checks": [c.__dict__ for c in self.checks],
+            "changes": [c.__dict__ for c in self.changes],
+            "nodes": [n.to_json() for n in self.nodes],
+            "diagnosis": self.diagnosis.__dict__ | {"log": list(self.diagnosis.log)}
+            if self.diagnosis
+            else None,
+        }
+
+
+def run_gpu(
+    inv: Inventory,
+    kube: Kube,
+    clock: Clock,
+    reporter: Reporter,
+    *,
+    dry_run: bool = False,
+    before_install: BeforeInstall | None = None,
+) -> GpuReport:
+    """The whole GPU day 2 for the inventory's `gpu: true` nodes; never raises GpuFailed."""
+    report = GpuReport(dry_run=dry_run)
+    try:
+        _run(inv, kube, clock, reporter, report, before_install)
+    except GpuFailed as exc:
+        report.diagnosis = exc.diagnosis
+        reporter.stage(exc.diagnosis.step, "failed")
+    return report
+
+
+def _run(
+    inv: Inventory,
+    kube: Kube,
+    clock: Clock,
+    reporter: Reporter,
+    report: GpuReport,
+    before_install: BeforeInstall | None,
+) -> None:
+    if not any(n.gpu for n in inv.nodes):
+        raise GpuFailed(Diagnosis("pre-flight", "inventory", "no node is marked gpu: true"))
+    reporter.stage("pre-flight", "started")
+    report.checks = preflight(kube, inv)
+    for check in report.checks:
+        (reporter.note if check.ok else reporter.warn)(
+            f"{'ok' if check.ok else 'FAIL'} {check.name}: {check.detail}"
+            + (f" -> {check.fix}" if check.fix else "")
+        )
+    failed = [c for c in report.checks if not c.ok]
+    if failed:
+        first = failed[0]
+        raise GpuFailed(Diagnosis("pre-flight", first.name, first.detail, first.fix))
+    reporter.stage("pre-flight", "done")
+    if report.dry_run:
+        report.planned = plan(inv, kube)
+        return
+    if before_install is not None:
+        before_install(inv, reporter)
+    gpu = settings(inv)
+    nfd_pkg, gpu_pkg = packages(gpu)
+    cat_ns = gpu.catalog_sources.namespace
+    csvs = []
+    for stage, pkg in (("NFD operator", nfd_pkg), ("GPU operator", gpu_pkg)):
+        reporter.stage(stage, "started")
+        csvs.append(install_operator(kube, pkg, cat_ns, clock, report.changes, reporter))
+        reporter.stage(stage, "done")
+    reporter.stage("operands", "started")
+    apply_all(kube, instances(inv, csvs[0], csvs[1]), report.changes, reporter)
+    reporter.stage("operands", "done")
+    reporter.stage("ClusterPolicy ready", "started")
+    wait_policy_ready(kube, gpu.operator_namespace, clock)
+    reporter.stage("ClusterPolicy ready", "done")
+    reporter.stage("verify nodes", "started")
+    report.nodes = list(check_labels(kube, inv, clock).values())
+    for result in report.nodes:
+        if not result.problem:
+            run_validation(kube, inv, result, gpu.operator_namespace, clock, reporter)
+        reporter.note(f"{result.node}: {'verified' if result.ok else result.problem}")
+    bad = next((r for r in report.nodes if not r.ok), None)
+    if bad is not None:
+        raise GpuFailed(Diagnosis("verify nodes", f"Node {bad.node}", bad.problem, "", bad.log))
+    reporter.stage("verify nodes", "done")
+    reporter.note(
+        "GPUs verified"
+        + ("" if report.changed else "; no changes: the cluster already matched the inventory")
+    )
+
+
+def plan(inv: Inventory, kube: Kube) -> list[str]:
+    """--dry-run: the YAML of every object a run would apply, read-only against the cluster."""
+    gpu = settings(inv)
+    cat_ns = gpu.catalog_sources.namespace
+    out: list[Obj] = []
+    for pkg in packages(gpu):
+        channel, csv = resolve_channel(kube, pkg, cat_ns)
+        chosen = type(pkg)(pkg.name, pkg.namespace, pkg.group, pkg.source, channel, pkg.approval)
+        out += [
+            namespace(pkg.namespace),
+            operator_group(chosen),
+            subscription(chosen, cat_ns, csv if pkg.approval == "Manual" else None),
+        ]
+    docs = [dump(o) for o in out]
+    installed = [_installed_csv(kube, pkg.name, pkg.namespace) for pkg in packages(gpu)]
+    if all(installed):
+        docs += [dump(o) for o in instances(inv, installed[0] or {}, installed[1] or {})]
+    else:
+        docs.append(
+            "# NodeFeatureDiscovery and ClusterPolicy: built from the operators' CSVs once installed\n"
+        )
+    return docs
+
+
+def _installed_csv(kube: Kube, package: str, ns: str) -> Obj | None:
+    sub = kube.get(OLM, "Subscription", package, ns) or {}
+    name = (sub.get("status") or {}).get("installedCSV")
+    return kube.get(OLM, "ClusterServiceVersion", name, ns) if name else None

@@ -1,0 +1,147 @@
+"""Per-node proof: labels, allocatable GPUs, and a validation pod that must log success."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+from upi.gpu.kube import Kube
+from upi.gpu.objects import PCI_LABELS, Obj
+from upi.gpu.steps import Clock, Reporter
+from upi.inventory.gpu import settings
+from upi.inventory.model import Inventory, Node
+
+GPU = "nvidia.com/gpu"
+POD_LABEL = "upi.openshift.io/gpu-validation"
+
+
+@dataclass
+class NodeResult:
+    """One GPU node's verification: every signal, and the first problem found."""
+
+    node: str
+    label: str = ""
+    product: str = ""
+    expected: int | None = None
+    allocatable: int = 0
+    driver: str = ""
+    validation: str = "not run"
+    seconds: float = 0.0
+    problem: str = ""
+    log: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Every signal present and the validation pod logged success."""
+        return not self.problem and self.validation == "passed"
+
+    def to_json(self) -> dict[str, object]:
+        """The node's row for --json."""
+        return {**asdict(self), "log": list(self.log), "ok": self.ok}
+
+
+def _labels_problem(node: Node, obj: Obj | None, result: NodeResult) -> str:
+    if obj is None:
+        return "the node is gone"
+    labels = obj["metadata"].get("labels") or {}
+    result.label = next((k.split("/", 1)[1] for k in PCI_LABELS if labels.get(k) == "true"), "")
+    result.product = labels.get("nvidia.com/gpu.product", "")
+    result.driver = labels.get("nvidia.com/cuda.driver.major", "")
+    result.allocatable = int((obj.get("status") or {}).get("allocatable", {}).get(GPU, "0") or 0)
+    if not result.label:
+        return "no NVIDIA PCI label (pci-10de, pci-0302_10de or pci-0300_10de): NFD found no NVIDIA GPU"
+    if labels.get("nvidia.com/gpu.present") != "true":
+        return "no nvidia.com/gpu.present=true: the GPU Operator has not set the node up"
+    if not result.product:
+        return "no nvidia.com/gpu.product label: GPU feature discovery has not run"
+    if node.gpus is not None and result.allocatable != node.gpus:
+        return f"allocatable {GPU} is {result.allocatable}, the inventory says {node.gpus}"
+    if result.allocatable < 1:
+        return f"allocatable {GPU} is 0"
+    return ""
+
+
+def check_labels(kube: Kube, inv: Inventory, clock: Clock) -> dict[str, NodeResult]:
+    """Every GPU node's labels and allocatable, given `clock.settle` seconds to converge."""
+    nodes = [n for n in inv.nodes if n.gpu]
+    end = time.monotonic() + min(clock.settle, clock.left())
+    while True:
+        results = {}
+        for node in nodes:
+            result = NodeResult(node.name, expected=node.gpus)
+            result.problem = _labels_problem(node, kube.get("v1", "Node", node.name), result)
+            results[node.name] = result
+        if all(not r.problem for r in results.values()) or time.monotonic() >= end:
+            return results
+        time.sleep(clock.poll)
+
+
+def validation_pod(inv: Inventory, node: str, namespace: str) -> Obj:
+    """A pod pinned to `node`, limited to one GPU, running the validation image once."""
+    val = settings(inv).validation
+    container: Obj = {
+        "name": "validate",
+        "image": val.image,
+        "resources": {"limits": {GPU: "1"}, "requests": {GPU: "1"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+    if val.command:
+        container["command"] = list(val.command)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": f"upi-gpu-validate-{node}-",
+            "namespace": namespace,
+            "labels": {POD_LABEL: node, "app.kubernetes.io/managed-by": "upi"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [container],
+        },
+    }
+
+
+def run_validation(
+    kube: Kube, inv: Inventory, result: NodeResult, namespace: str, clock: Clock, reporter: Reporter
+) -> None:
+    """Run one validation pod on the node, read its log for the success line, delete it."""
+    started = time.monotonic()
+    success = settings(inv).validation.success_log
+    pod = kube.create(validation_pod(inv, result.node, namespace))
+    name = pod["metadata"]["name"]
+    reporter.note(f"validation pod {namespace}/{name} on {result.node}")
+    try:
+
+        def finished() -> Obj | None:
+            found = kube.get("v1", "Pod", name, namespace) or {}
+            phase = (found.get("status") or {}).get("phase")
+            return found if phase in ("Succeeded", "Failed") else None
+
+        end = time.monotonic() + min(clock.left(), max(clock.settle, 300.0))
+        done: Obj | None = None
+        while done is None and time.monotonic() < end:
+            done = finished()
+            if done is None:
+                time.sleep(clock.poll)
+        lines = kube.logs(name, namespace, tail=20)
+        result.log = tuple(lines[-10:])
+        if done is None:
+            current = kube.get("v1", "Pod", name, namespace) or {}
+            conds = [
+                c.get("message", "")
+                for c in (current.get("status") or {}).get("conditions") or []
+                if c.get("status") == "False" and c.get("message")
+            ]
+            result.validation = "timed out"
+            result.problem = f"validation pod {name} did not finish" + (f": {conds[0]}" if conds else "")
+        elif done["status"]["phase"] == "Succeeded" and any(success in line for line in lines):
+            result.validation = "passed"
+        else:
+            result.validation = "failed"
+            result.problem = f"validation pod {name} {done['status']['phase']}; its log lacks {success!r}"
+    finally:
+        kube.delete("v1", "Pod", name, namespace)
+        result.seconds = round(time.monotonic() - started, 1)
