@@ -15,6 +15,8 @@ import pytest
 from certs import issue, make_ca, node_key
 from conftest import inventory_path
 from cryptography.hazmat.primitives import serialization
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from upi.cli import app
 
@@ -490,3 +492,30 @@ def test_the_gpu_panel_shows_messages_as_text() -> None:
     out = io.StringIO()
     Console(file=out, width=200).print(display._panel())  # a closing tag with no opening one raised
     assert "[/bold] [red]x\\x1b[2J" in out.getvalue() and "\x1b[2J" not in out.getvalue()
+
+
+# --- hostile YAML text anywhere: exit 0 or 2, never a traceback -----------------------------
+
+SNIPPETS = ["? [a, b]\n: 1", "? {a: 1}\n: 1", "1: x", "yes: x", "&a [x]", "*a", "*nope",
+            "!!python/object:os.system x", "!!binary aGk=", "1e999", "9" * 5000, "[" * 500, "{" * 200,
+            "- " * 300, "\x00", "\x1b[2J", "\ufeff", "\t", "<<: *a", "x: &a {y: 1}", "\"unterminated", "'",
+            "%YAML 1.1", "---", "...", "\u2028", "@x"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.tuples(st.integers(0, 40), st.sampled_from(SNIPPETS), st.booleans()), min_size=1,
+                     max_size=3))
+def test_hostile_yaml_text_exits_0_or_2_without_a_traceback(runner, tmp_path_factory, cuts) -> None:
+    lines = inventory_path("dgxpod").read_text().split("\n")
+    for at, snippet, replace in cuts:
+        at = min(at, len(lines) - 1)
+        indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+        if replace:
+            lines[at] = indent + lines[at].strip().split(":")[0] + ": " + snippet
+        else:
+            lines.insert(at, indent + snippet)
+    path = _write(tmp_path_factory.mktemp("yaml"), "\n".join(lines))
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code in (0, 2), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
