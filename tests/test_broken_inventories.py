@@ -44,7 +44,7 @@ CASES = [
     Case("unknown-key", "  tftp_root:", "  tftp_rot:", 20, "provisioner.tftp_rot", "unknown key"),
     Case("missing-key", "  interface: eno1\n", "", 16, "provisioner.interface", "required key is missing"),
     Case("float-version", '"4.16"', "4.10", 6, "cluster.openshift_version",
-         "must be quoted (YAML reads 4.10 as 4.1)"),
+         '4.10 must be quoted: written without quotes, YAML reads it as the number 4.1'),
     Case("not-openshift-4", '"4.16"', '"5.1"', 6, "cluster.openshift_version",
          "is not an OpenShift 4 version"),
     Case("cluster-name-uppercase", "  name: dgxpod", "  name: DGXPod", 4, "cluster.name",

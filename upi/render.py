@@ -89,6 +89,11 @@ def _boot(inv: Inventory) -> list[RenderedFile]:
     return out
 
 
+def boot_files(inv: Inventory) -> list[RenderedFile]:
+    """The tftp/ boot files (per-MAC and fallbacks) as render writes them: `upi check tftp`."""
+    return _boot(inv)
+
+
 def haproxy_cfg(inv: Inventory, *, include_bootstrap: bool = True) -> RenderedFile:
     """haproxy/haproxy.cfg; without the bootstrap once bootstrap-complete (upi wait)."""
     pools = lb_pools(inv, include_bootstrap=include_bootstrap)

@@ -8,7 +8,7 @@ from typing import Literal
 
 from upi.check.report import Report, progress_bar
 
-Area = Literal["dns", "lb", "http", "all"]
+Area = Literal["dns", "lb", "http", "tftp", "all"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class CheckOptions:
     timeout: float = 2.0
     retries: int = 1
     concurrency: int = 64
+    tftp_server: str | None = None
+    tftp_port: int = 69
 
 
 def run_checks(area: Area, inventory: Path, opts: CheckOptions) -> Report:
@@ -55,6 +57,12 @@ def run_checks(area: Area, inventory: Path, opts: CheckOptions) -> Report:
         from upi.check.http import check_http
 
         report.extend(check_http(inv, server=opts.http_server, port=opts.http_port,
+                                 timeout=opts.timeout, retries=opts.retries,
+                                 workers=min(opts.concurrency, 8)))
+    if area in ("tftp", "all"):
+        from upi.check.tftp import check_tftp
+
+        report.extend(check_tftp(inv, server=opts.tftp_server, port=opts.tftp_port,
                                  timeout=opts.timeout, retries=opts.retries,
                                  workers=min(opts.concurrency, 8)))
     return report

@@ -1,4 +1,4 @@
-"""`upi check dns|lb|http|all`: a sub-app of its own."""
+"""`upi check dns|lb|http|tftp|all`: a sub-app of its own."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from upi.cli.base import InventoryArg, JsonOpt, UpiGroup, app
 
 check_app = typer.Typer(
     cls=UpiGroup,
-    help="Prove DNS, the load balancer and the HTTP server are ready (docs/check.md).",
+    help="Prove DNS, the load balancer, the HTTP and TFTP servers are ready (docs/check.md).",
     epilog="\b\nExamples:\n  upi check all inventories/dgxpod.yaml\n"
     "  upi check dns inventories/dgxpod.yaml --server 10.33.3.18 --json",
     no_args_is_help=True,
@@ -35,7 +35,8 @@ ClusterUpOpt = Annotated[bool, typer.Option(
     "--cluster-up", help="The nodes run: a pool with no live server and a failing /readyz fail.")]
 
 
-def _check(area: Literal["dns", "lb", "http", "all"], inventory: Path, as_json: bool, **opts: Any) -> None:
+def _check(area: Literal["dns", "lb", "http", "tftp", "all"], inventory: Path, as_json: bool,
+           **opts: Any) -> None:
     from upi.check.report import show
     from upi.check.run import CheckOptions, run_checks
     from upi.errors import CheckFailed
@@ -117,6 +118,27 @@ def check_http(
 
 
 @check_app.command(
+    "tftp",
+    epilog="\b\nExamples:\n  upi check tftp inventories/dgxpod.yaml\n"
+    "  upi check tftp inventories/dgxpod.yaml --server 10.33.3.18 --json",
+)
+def check_tftp(
+    inventory: InventoryArg,
+    server: ServerOpt = None,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TFTP port.")] = 69,
+    as_json: JsonOpt = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.05, help="Seconds per packet.")] = 2.0,
+    retries: Annotated[int, typer.Option("--retries", min=0, help="Resends after a timeout.")] = 3,
+) -> None:
+    """Fetch over TFTP what pxelinux and GRUB fetch: loaders, per-MAC files, kernel, initramfs.
+
+    Per-MAC files must equal the render byte for byte (docs/check.md).
+    """
+    _check("tftp", inventory, as_json, tftp_server=server, tftp_port=port, timeout=timeout,
+           retries=retries)
+
+
+@check_app.command(
     "all",
     epilog="\b\nExamples:\n  upi check all inventories/dgxpod.yaml\n"
     "  upi check all inventories/dgxpod.yaml --cluster-up --json",
@@ -124,23 +146,25 @@ def check_http(
 def check_all(
     inventory: InventoryArg,
     server: Annotated[str | None, typer.Option(
-        "--server", metavar="HOST", help="Probe DNS, LB and HTTP all at this host.",
+        "--server", metavar="HOST", help="Probe DNS, LB, HTTP and TFTP all at this host.",
         show_default=False)] = None,
     dns_port: Annotated[int, typer.Option("--dns-port", min=1, max=65535, help="DNS port.")] = 53,
     http_port: Annotated[int | None, typer.Option(
         "--http-port", min=1, max=65535, help="HTTP port (default: http_base_url's).",
         show_default=False)] = None,
+    tftp_port: Annotated[int, typer.Option("--tftp-port", min=1, max=65535, help="TFTP port.")] = 69,
     port_map: PortMapOpt = None,
     cluster_up: ClusterUpOpt = False,
     as_json: JsonOpt = False,
     timeout: TimeoutOpt = 2.0,
     retries: RetriesOpt = 1,
 ) -> None:
-    """Run the dns, lb and http checks in one report."""
+    """Run the dns, lb, http and tftp checks in one report."""
     from upi.check.lb import parse_port_map
 
     _check("all", inventory, as_json, dns_server=server, dns_port=dns_port, lb_server=server,
            port_map=parse_port_map(port_map or []), cluster_up=cluster_up, http_server=server,
-           http_port=http_port, timeout=timeout, retries=retries)
+           http_port=http_port, tftp_server=server, tftp_port=tftp_port, timeout=timeout,
+           retries=retries)
 
 

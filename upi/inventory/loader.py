@@ -12,6 +12,7 @@ from yaml.constructor import ConstructorError
 
 from upi.errors import InventoryError, Problem
 from upi.inventory.model import Inventory
+from upi.inventory.quoting import unquoted_versions
 from upi.inventory.rules import check_rules
 from upi.inventory.yamlbounds import check_depth, check_graph, needs_graph_check
 
@@ -78,6 +79,7 @@ class _Lines:
         self.lines: dict[Loc, int] = {}
         self.duplicates: list[tuple[Loc, int]] = []
         self._root = root
+        self.unquoted: list[tuple[Loc, str]] = []  # versions YAML read as numbers
 
     def _ensure(self) -> None:
         if self._root is not None:
@@ -131,6 +133,7 @@ def _parse(text: str, name: str) -> tuple[Any, _Lines]:
                 check_graph(root, name)
             data = loader.construct_document(root)
             lines = _Lines(root)
+            lines.unquoted = unquoted_versions(root, data)
             if loader.duplicate_keys:
                 lines.line_of(())  # walks the tree, which lists the duplicates
         finally:
@@ -173,6 +176,7 @@ def parse_inventory(text: str, path: Path, *, check_files: bool = True) -> Inven
         Problem(name, line, field_path(loc), "duplicate key (YAML keeps only the last one)")
         for loc, line in lines.duplicates
     ]
+    problems += [Problem(name, lines.line_of(loc), field_path(loc), msg) for loc, msg in lines.unquoted]
     if not isinstance(data, dict):
         raise InventoryError([f"{name}:1: the top level must be a mapping (cluster:, network:, ...)"])
     if "source" in data:

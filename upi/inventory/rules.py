@@ -10,6 +10,7 @@ from typing import Any
 from upi.inventory.gpu import gpu_rules, gpu_warnings
 from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Role
 from upi.inventory.safety import safety_rules, safety_warnings, trust_bundle
+from upi.inventory.sanity import sanity_rules, sanity_warnings
 
 Finding = tuple[tuple[str | int, ...], str]
 
@@ -26,7 +27,7 @@ def check_rules(inv: Inventory, *, check_files: bool = True) -> list[Finding]:
     """Every cross-field problem of a parsed inventory (empty when valid)."""
     findings: list[Finding] = []
     for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines, gpu_rules,
-                 safety_rules):
+                 safety_rules, sanity_rules):
         findings.extend(rule(inv))
     if check_files:
         findings.extend(_files(inv))
@@ -48,7 +49,7 @@ def warnings(inv: Inventory) -> list[str]:
             "nodes, so the masters are made schedulable (mastersSchedulable: true through upi "
             "ignition) and the 80/443 pools hold the masters and the worker"
         )
-    return out + gpu_warnings(inv) + safety_warnings(inv)
+    return out + gpu_warnings(inv) + safety_warnings(inv) + sanity_warnings(inv)
 
 
 def _roles(inv: Inventory) -> Iterator[Finding]:

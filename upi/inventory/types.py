@@ -94,7 +94,8 @@ def _domain(value: str) -> str:
 def _stringify(value: object) -> object:
     # YAML reads `openshift_version: 4.10` as the float 4.1: refuse, don't guess.
     if isinstance(value, float):
-        raise ValueError(f"{_shown(value)} must be quoted (YAML reads 4.10 as 4.1): write \"{value}\"")
+        raise ValueError(f"{_shown(value)} is a number, not a version: YAML drops trailing zeros "
+                         "(4.20 is read as 4.2); write the version in quotes")
     return value
 
 
