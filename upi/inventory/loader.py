@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,8 @@ from yaml.constructor import ConstructorError
 
 from upi.errors import InventoryError, Problem
 from upi.inventory.model import Inventory
-from upi.inventory.quoting import unquoted_versions
+from upi.inventory import fastyaml
+from upi.inventory.quoting import VERSION_KEYS, unquoted_versions
 from upi.inventory.rules import check_rules
 from upi.inventory.yamlbounds import check_depth, check_graph, needs_graph_check
 
@@ -75,16 +76,16 @@ class _Lines:
     valid 5,000-node inventory never pays for it.
     """
 
-    def __init__(self, root: yaml.Node | None = None) -> None:
+    def __init__(self, root: yaml.Node | Callable[[], yaml.Node] | None = None) -> None:
         self.lines: dict[Loc, int] = {}
         self.duplicates: list[tuple[Loc, int]] = []
-        self._root = root
+        self._root = root  # or how to compose it: the fast path keeps no node tree
         self.unquoted: list[tuple[Loc, str]] = []  # versions YAML read as numbers
 
     def _ensure(self) -> None:
         if self._root is not None:
             root, self._root = self._root, None
-            self.walk(root)
+            self.walk(root() if callable(root) else root)
 
     def walk(self, node: yaml.Node, loc: Loc = (), seen_nodes: set[int] | None = None) -> None:
         """Lines under `node`; an alias (a node met before) is not walked again.
@@ -121,8 +122,39 @@ class _Lines:
         return None
 
 
+def _compose(text: str) -> yaml.Node:
+    loader = _SafeLoader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
+def _fast(text: str) -> tuple[Any, _Lines] | None:
+    """A plain inventory from libyaml's events (fastyaml.py); None: take the full path."""
+    if needs_graph_check(text):
+        return None
+    loader = _SafeLoader(text)
+    try:
+        data = fastyaml.load(loader)
+    except fastyaml.Unusual:
+        return None
+    finally:
+        loader.dispose()
+    for loc in VERSION_KEYS:  # a version written as a number: the full path reads its raw text
+        value: Any = data
+        for part in loc:
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None and not isinstance(value, str):
+            return None
+    return data, _Lines(lambda: _compose(text))
+
+
 def _parse(text: str, name: str) -> tuple[Any, _Lines]:
     check_depth(text, name)
+    fast = _fast(text)
+    if fast is not None:
+        return fast
     try:
         loader = _SafeLoader(text)
         try:
