@@ -44,58 +44,64 @@ class _Map:
         self.key: str | None = None
 
 
-def load(loader: yaml.SafeLoader) -> Any:
+_SKIP = object()
+_FRAMING = (StreamStartEvent, DocumentStartEvent, DocumentEndEvent)
+
+
+def load(loader: Any) -> Any:
     """The single document `loader` parses, or Unusual (nothing reported: the full path does)."""
     plain: dict[str, Any] = {}  # plain scalar text -> its value (the resolver runs once per text)
     stack: list[Any] = []  # _Map or list, innermost last
     done: list[Any] = []
     try:
-        while True:
+        while not loader.check_event(StreamEndEvent):
             event = loader.get_event()
-            kind = type(event)
-            if kind is ScalarEvent:
-                if event.anchor is not None or event.tag is not None:
-                    raise Unusual
-                value = _plain(loader, plain, event) if event.implicit[0] else event.value
-            elif kind is MappingStartEvent or kind is SequenceStartEvent:
-                if event.anchor is not None or event.tag is not None:
-                    raise Unusual
-                stack.append(_Map() if kind is MappingStartEvent else [])
+            value = _step(loader, plain, stack, event)
+            if value is _SKIP:
                 continue
-            elif kind is MappingEndEvent or kind is SequenceEndEvent:
-                top = stack.pop()
-                value = top.data if kind is MappingEndEvent else top
-            elif kind is StreamStartEvent or kind is DocumentStartEvent:
-                if kind is DocumentStartEvent and done:
-                    raise Unusual  # a second document: the full path names it
-                continue
-            elif kind is DocumentEndEvent:
-                continue
-            elif kind is StreamEndEvent:
-                break
-            else:  # an alias, or anything new
-                raise Unusual
-            if not stack:
-                done.append(value)
-                continue
-            top = stack[-1]
-            if type(top) is list:
-                top.append(value)
-            elif top.key is None:
-                if type(value) is not str or kind is not ScalarEvent or value in top.data:
-                    raise Unusual  # a non-name key or a duplicate: the full path reports it
-                top.key = value
+            if stack:
+                _add(stack[-1], value, type(event) is ScalarEvent)
             else:
-                top.data[top.key] = value
-                top.key = None
+                done.append(value)
     except yaml.YAMLError:
         raise Unusual from None
     if len(done) != 1:
-        raise Unusual  # empty file
+        raise Unusual  # empty, or more than one document: the full path names it
     return done[0]
 
 
-def _plain(loader: yaml.SafeLoader, cache: dict[str, Any], event: ScalarEvent) -> Any:
+def _step(loader: Any, plain: dict[str, Any], stack: list[Any], event: Any) -> Any:
+    """The value `event` completes, or _SKIP (a collection opened, framing)."""
+    kind = type(event)
+    if kind in _FRAMING:
+        return _SKIP
+    if kind is MappingEndEvent:
+        return stack.pop().data
+    if kind is SequenceEndEvent:
+        return stack.pop()
+    if kind not in (ScalarEvent, MappingStartEvent, SequenceStartEvent):
+        raise Unusual  # an alias, or anything new
+    if event.anchor is not None or event.tag is not None:
+        raise Unusual  # anchors (the graph check) and explicit tags: the full path
+    if kind is ScalarEvent:
+        return _plain(loader, plain, event) if event.implicit[0] else event.value
+    stack.append(_Map() if kind is MappingStartEvent else [])
+    return _SKIP
+
+
+def _add(top: Any, value: Any, scalar: bool) -> None:
+    if type(top) is list:
+        top.append(value)
+    elif top.key is not None:
+        top.data[top.key] = value
+        top.key = None
+    elif scalar and type(value) is str and value not in top.data:
+        top.key = value
+    else:
+        raise Unusual  # a non-name key or a duplicate: the full path reports it
+
+
+def _plain(loader: Any, cache: dict[str, Any], event: ScalarEvent) -> Any:
     text = event.value
     try:
         return cache[text]
@@ -105,9 +111,9 @@ def _plain(loader: yaml.SafeLoader, cache: dict[str, Any], event: ScalarEvent) -
     if tag == STR_TAG:
         value: Any = text
     else:
-        node = yaml.ScalarNode(tag, text, event.start_mark, event.end_mark)
+        node = yaml.ScalarNode(tag, text, None, None)  # a constructor error falls back anyway
         value = loader.construct_object(node)
-        if isinstance(value, list | dict | set | bytearray):  # pragma: no cover - no implicit tag builds these
+        if isinstance(value, list | dict | set | bytearray):  # pragma: no cover - none implicit
             raise Unusual
     cache[text] = value
     return value

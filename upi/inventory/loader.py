@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from yaml.constructor import ConstructorError
 
 from upi.errors import InventoryError, Problem
-from upi.inventory.model import Inventory
 from upi.inventory import fastyaml
+from upi.inventory.model import Inventory
 from upi.inventory.quoting import VERSION_KEYS, unquoted_versions
 from upi.inventory.rules import check_rules
 from upi.inventory.yamlbounds import check_depth, check_graph, needs_graph_check
@@ -125,9 +125,11 @@ class _Lines:
 def _compose(text: str) -> yaml.Node:
     loader = _SafeLoader(text)
     try:
-        return loader.get_single_node()
+        root = loader.get_single_node()
     finally:
         loader.dispose()
+    assert root is not None  # noqa: S101 - the fast path loaded a document from this text
+    return root
 
 
 def _fast(text: str) -> tuple[Any, _Lines] | None:
