@@ -53,7 +53,12 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
 def _plain_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """Header and rows, columns two spaces apart, padded to the widest cell (as `column -t`)."""
     cells = [[printable(c) for c in columns]]
-    cells += ([printable(str(c)).replace("\n", " ") for c in row] for row in rows)
+    for row in rows:
+        texts = [str(c) for c in row]
+        joined = "".join(texts)  # one scan per row: escaping cell by cell is rarely needed
+        if "\n" in joined or _UNPRINTABLE.search(joined):
+            texts = [printable(t).replace("\n", " ") for t in texts]
+        cells.append(texts)
     widths = [max(len(r[i]) for r in cells if i < len(r)) for i in range(len(columns))]
     lines = [printable(title)] if title else []
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in cells]

@@ -1,11 +1,10 @@
-"""`upi validate`, `upi render` and `upi schema`: the library calls behind them."""
+"""`upi render` and `upi schema`: the library calls behind them (validate: validate.py)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from upi.bootloaders import kept_bootloaders, stage_bootloaders
 from upi.inventory import Inventory, load_inventory
@@ -20,30 +19,6 @@ from upi.writer import (
     unified_diff,
     write_tree,
 )
-
-
-def summary(inv: Inventory) -> dict[str, Any]:
-    """What `upi validate` reports: the cluster and every node with its defaults applied."""
-    return {
-        "cluster": inv.cluster.domain,
-        "openshift_version": inv.cluster.openshift_version,
-        "network_type": inv.network_type.value,
-        "topology": "compact" if inv.compact else "standard",
-        "nodes": [
-            {
-                "name": n.name,
-                "role": n.role.value,
-                "machine": n.machine_kind.value,
-                "firmware": n.boot_firmware.value,
-                "mac": n.mac,
-                "ip": str(n.ip),
-                "install_disk": n.disk,
-                "gpu": n.gpu,
-            }
-            for n in inv.nodes
-        ],
-        "warnings": warnings(inv),
-    }
 
 
 @dataclass(frozen=True)
