@@ -10,15 +10,7 @@ from upi.bootloaders import kept_bootloaders, stage_bootloaders
 from upi.inventory import Inventory, load_inventory
 from upi.inventory.rules import warnings
 from upi.render import RenderedFile, render_inventory
-from upi.writer import (
-    Change,
-    manifest_files,
-    plan,
-    previous_files,
-    previous_manifest,
-    unified_diff,
-    write_tree,
-)
+from upi.writer import Change, manifest_files, previous_manifest, update_tree
 
 
 @dataclass(frozen=True)
@@ -42,23 +34,21 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
     `retire_bootstrap`, HAProxy's pools leave the bootstrap out.
     """
     inv = load_inventory(inventory)
-    extra = stage_bootloaders() if bootloaders else kept_bootloaders(out, previous_files(out))
+    last = previous_manifest(out)  # read once here; the write reads it again under the lock
+    kept, refused = manifest_files(last)
+    extra = stage_bootloaders() if bootloaders else kept_bootloaders(out, kept)
     files: list[RenderedFile] = render_inventory(inv, extra, retire_bootstrap=retire_bootstrap)
-    changes = plan(out, files)
-    text = unified_diff(out, files, changes) if diff else None
     notes = warnings(inv)  # the inventory's own (validate prints them too)
-    refused = manifest_files(previous_manifest(out))[1]
     if refused:
         notes.append(f"{out}/manifest.json names {len(refused)} path(s) outside it or unsafe "
                      f"({', '.join(refused[:3])}): ignored, nothing there is read or deleted")
-    if not retire_bootstrap and previous_manifest(out).get("bootstrap_retired"):
+    if not retire_bootstrap and last.get("bootstrap_retired"):
         notes.append(f"the last render of {out} had the bootstrap retired (upi wait); this one puts "
                      f"{inv.bootstrap.name} back into HAProxy's API pools: pass --retire-bootstrap "
                      "to keep it out")
-    if dry_run:
-        return RenderResult(out, changes, text, written=False, warnings=notes)
-    changes = write_tree(out, files, force=force)
-    return RenderResult(out, changes, text, written=True, warnings=notes)
+    # The plan (and diff) is made once, by the write itself, with DIR locked.
+    update = update_tree(out, files, force=force, diff=diff, dry_run=dry_run)
+    return RenderResult(out, update.changes, update.diff, written=not dry_run, warnings=notes)
 
 
 def schema() -> str:
