@@ -8,10 +8,11 @@ inventory is generated in a temp dir and, in turns within one run:
 - the baseline: a plain Python process that writes the very same bytes to the
   same paths, then one `os.sync()` (upi flushes its tree once too).
 
-Runs alternate (upi, baseline, upi, ...), so both see the same machine load;
-the ratio of their medians is the figure, with the load average printed next
-to it. Also: the peak memory (maxrss) of each render, `upi validate INV`
-of 5,000 nodes with stdout a pipe, and `upi --help`.
+Runs alternate (upi first, then the baseline first, ...), each after an
+untimed sync, so both see the same machine and disk; the ratio of their
+medians is the figure, with the load average printed next to it. Also: the
+peak memory (maxrss) of each render, `upi validate INV` of 5,000 nodes with
+stdout a pipe, and `upi --help`.
 
 Goals (issue 17): render within 3x of the baseline at both sizes; validate of
 5,000 nodes into a pipe under 1 s; peak memory under 10 KB per node;
@@ -137,11 +138,21 @@ def bench_render(tmp: Path, nodes: int, env: dict[str, str], repeat: int) -> dic
     data.write_bytes(marshal.dumps(files))
     del files
     ours, base, peaks, loads = [], [], [], [load()]
-    for r in range(repeat):
+
+    def upi_run(r: int) -> None:
         seconds, peak = run([*upi, str(tmp / f"out-{r}")], env)
         ours.append(seconds)
         peaks.append(peak)
+
+    def base_run(r: int) -> None:
         base.append(run([sys.executable, "-c", BASELINE, str(data), str(tmp / f"plain-{r}")], env)[0])
+
+    for r in range(repeat):
+        # Each pair in turn goes first, and each run starts with the disk flushed (deleting
+        # the last pair's 2 x 5,000 files makes work for whoever runs next).
+        for step in (upi_run, base_run) if r % 2 == 0 else (base_run, upi_run):
+            os.sync()
+            step(r)
         loads.append(load())
         shutil.rmtree(tmp / f"out-{r}")
         shutil.rmtree(tmp / f"plain-{r}")
