@@ -15,7 +15,9 @@ peak memory (maxrss) of each render, `upi validate INV` of 5,000 nodes with
 stdout a pipe, and `upi --help`.
 
 Goals (issue 17): render within 3x of the baseline at both sizes; validate of
-5,000 nodes into a pipe under 1 s; peak memory under 10 KB per node;
+5,000 nodes into a pipe under 1 s; peak memory under 10 KB per node (the
+growth of the peak from 5,000 to 20,000 nodes, per node: the interpreter and
+libraries are the same ~47 MB for any inventory; peak / nodes prints too);
 `upi --help` under 0.3 s (it was 115 ms when the goal was set, quiet machine).
 
     python bench/render.py [--dir DIR] [--repeat N] [--sizes 5000,20000]
@@ -190,7 +192,7 @@ def main() -> int:
             failures.append(f"upi --help: {help_s * 1000:.0f} ms")
 
         print(f"{'nodes':>7} {'files':>7} {'upi render':>11} {'write+sync':>11} {'ratio':>6} "
-              f"{'peak':>8} {'per node':>9}  load averages during the runs")
+              f"{'peak':>8} {'peak/node':>9}  load averages during the runs")
         results = {}
         for nodes in sizes:
             r = bench_render(tmp, nodes, env, args.repeat)
@@ -201,8 +203,19 @@ def main() -> int:
                   f"{r['peak_kib'] / 1024:>6.0f}MB {per_node:>6.1f} KB  {r['loads']}", flush=True)
             if ratio > GOAL_RATIO:
                 failures.append(f"render of {nodes:,} nodes: {ratio:.2f}x the baseline")
-            if per_node >= GOAL_KB_PER_NODE:
-                failures.append(f"render of {nodes:,} nodes: peak {per_node:.1f} KB per node")
+
+        # Memory a node costs: the growth of the peak from the smallest to the largest
+        # render (the interpreter and its libraries, ~47 MB, are there for 10 nodes too).
+        small, large = min(results), max(results)
+        if small != large:
+            grown = (results[large]["peak_kib"] - results[small]["peak_kib"]) * 1024
+            per_node = grown / (large - small) / 1000
+            print(f"peak memory per node, {small:,} -> {large:,} nodes: {per_node:.1f} KB "
+                  f"(goal < {GOAL_KB_PER_NODE:.0f} KB)")
+        else:
+            per_node = results[small]["peak_kib"] * 1024 / small / 1000
+        if per_node >= GOAL_KB_PER_NODE:
+            failures.append(f"peak memory: {per_node:.1f} KB per node")
 
         nodes = 5_000
         inv = results[nodes]["inv"] if nodes in results else None
@@ -219,7 +232,7 @@ def main() -> int:
         if v >= GOAL_VALIDATE:
             failures.append(f"validate of {nodes:,} nodes into a pipe: {v:.2f} s")
     print(f"goals: render <= {GOAL_RATIO:.0f}x a plain write of the same files + one sync; "
-          f"peak < {GOAL_KB_PER_NODE:.0f} KB per node (KB = 1,000 bytes)")
+          f"peak memory < {GOAL_KB_PER_NODE:.0f} KB per node (KB = 1,000 bytes)")
     for f in failures:
         print(f"GOAL MISSED: {f}")
     return 1 if failures else 0

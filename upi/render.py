@@ -13,7 +13,7 @@ from upi.facts.boot import GRUB_FALLBACK, GRUB_IMAGE, PXELINUX_FALLBACK, PXELINU
 from upi.facts.installconfig import install_config
 from upi.gpu.objects import render_files as gpu_files
 from upi.inventory.model import Firmware, Inventory
-from upi.templating import render_template
+from upi.templating import render_each, render_template
 
 SECRET = 0o600
 PUBLIC = 0o644
@@ -83,9 +83,13 @@ def _boot(inv: Inventory) -> list[RenderedFile]:
         _file(PXELINUX_FALLBACK, render_template("tftp/pxelinux-default.j2", **_common(inv))),
         _file(GRUB_FALLBACK, render_template("tftp/grub-default.j2", **_common(inv))),
     ]
-    for e in boot_entries(inv):
-        name = "tftp/pxelinux.cfg.j2" if e.firmware is Firmware.bios else "tftp/grub.cfg.j2"
-        out.append(_file(e.config_path, render_template(name, e=e)))
+    # One template call per kind of file, not per node (render_each).
+    entries = boot_entries(inv)
+    texts: dict[int, str] = {}  # entry's index -> its file
+    for name, firmware in (("tftp/pxelinux.cfg.j2", Firmware.bios), ("tftp/grub.cfg.j2", Firmware.uefi)):
+        picked = [i for i, e in enumerate(entries) if e.firmware is firmware]
+        texts.update(zip(picked, render_each(name, "e", [entries[i] for i in picked]), strict=True))
+    out += [_file(e.config_path, texts[i]) for i, e in enumerate(entries)]
     return out
 
 
