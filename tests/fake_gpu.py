@@ -72,6 +72,7 @@ class SimNode:
     secure_boot: bool = False
     allocatable_gpus: int | None = None  # None: every GPU is offered
     validation_fails: str | None = None  # the pod's log when it fails
+    driver_log: str | None = None  # the driver container's log when the driver fails (build or load)
     product: str = "NVIDIA-H100-80GB-HBM3"
     devices: list[dict[str, str]] = field(default_factory=list)
 
@@ -423,7 +424,7 @@ class FakeGpuCluster:
             return REGISTRY_STALL
         if sim.secure_boot:
             return DRIVER_LOAD_FAIL
-        return None
+        return sim.driver_log
 
     def _driver_pod(self, ns: str, node: str, failure: str | None) -> None:
         name = f"nvidia-driver-daemonset-416.94.202406-{node}"

@@ -84,7 +84,7 @@ def run_gpu(
     except ClusterError as exc:  # the API failed mid-run: name the stage it failed in
         report.diagnosis = Diagnosis(
             report.stage or "pre-flight", "the API server", str(exc),
-            "check the cluster answers (oc get clusterversion), then run again: every step is idempotent",
+            fix="check the cluster answers (oc get clusterversion), then run again: every step is idempotent",
         )
     if report.diagnosis is not None:
         reporter.stage(report.stage or STAGES[0], "failed")
@@ -128,7 +128,7 @@ def _run(
     failed = [c for c in report.checks if not c.ok]
     if failed:
         first = failed[0]
-        raise GpuFailed(Diagnosis("pre-flight", first.name, first.detail, first.fix))
+        raise GpuFailed(Diagnosis("pre-flight", first.name, first.detail, fix=first.fix))
     reporter.stage("pre-flight", "done")
     if report.dry_run:
         report.planned = plan(inv, kube)
