@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from upi.errors import ClusterError
 from upi.gpu.install import apply_all, install_operator, instances, resolve_channel, wait_policy_ready
 from upi.gpu.kube import Kube
+from upi.gpu.mig import wait_mig
 from upi.gpu.objects import Obj, dump, namespace, operator_group, packages, subscription
 from upi.gpu.preflight import Check, preflight
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
@@ -148,6 +149,7 @@ def _run(
     reporter.stage("operands", "done")
     reporter.stage("ClusterPolicy ready", "started")
     wait_policy_ready(kube, gpu.operator_namespace, clock)
+    wait_mig(kube, inv, gpu.operator_namespace, clock, reporter)
     reporter.stage("ClusterPolicy ready", "done")
     reporter.stage("verify nodes", "started")
     report.nodes = list(check_labels(kube, inv, clock).values())

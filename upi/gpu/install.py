@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from upi.gpu.kube import Kube, describe
+from upi.gpu.mig import mig_labels
 from upi.gpu.objects import (
     CLUSTER_POLICY,
     NFD_INSTANCE,
@@ -158,10 +159,11 @@ def example_of(csv: Obj, kind: str) -> Obj:
 
 
 def instances(inv: Inventory, nfd_csv: Obj, gpu_csv: Obj) -> list[Obj]:
-    """The NodeFeatureDiscovery and the ClusterPolicy, each from its CSV's example."""
+    """The NodeFeatureDiscovery and the ClusterPolicy, each from its CSV's example; MIG node labels."""
     return [
         nfd_instance(inv, example_of(nfd_csv, "NodeFeatureDiscovery")),
         cluster_policy(inv, example_of(gpu_csv, "ClusterPolicy")),
+        *mig_labels(inv),
     ]
 
 
