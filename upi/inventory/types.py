@@ -59,6 +59,9 @@ def _shown(value: object) -> str:
     return f"a {type(value).__name__}" if isinstance(value, list | dict) else repr(value)
 
 
+shown = _shown  # for the rules modules: a value as an error may show it
+
+
 def _fullmatch(pattern: re.Pattern[str], value: str) -> bool:
     return value.isascii() and pattern.fullmatch(value) is not None
 
@@ -125,6 +128,12 @@ def _net(value: object) -> ipaddress.IPv4Network:
     try:
         return ipaddress.IPv4Network(value)
     except ValueError as exc:
+        if "has host bits set" in str(exc):
+            net = ipaddress.IPv4Network(value, strict=False)
+            raise ValueError(
+                f"{_shown(value)} has host bits set: the network is {net} (openshift-install: "
+                f"invalid network address. got {value}, expecting {net})"
+            ) from None
         raise ValueError(f"{_shown(value)} is not an IPv4 network in CIDR form ({exc})") from None
 
 
