@@ -129,35 +129,72 @@ def _proxy(inv: Inventory) -> Iterator[Finding]:
     yield from _no_proxy(proxy.no_proxy)
 
 
-def _proxy_url_problem(value: str, key: str, schemes: tuple[str, ...],
+def _proxy_url_problem(url: str, key: str, schemes: tuple[str, ...],
                        inside: dict[str, ipaddress.IPv4Network]) -> str | None:
+    value = masked(url)  # what a message may show: a proxy password is a secret
+    problem = _url_problem(url, value, key, schemes, inside)
+    return problem.replace(url, value) if problem else None
+
+
+def masked(url: str) -> str:
+    """`url` with any user and password before the host replaced by `***`."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    netloc = rest.split("/", 1)[0]
+    if "@" not in netloc:
+        return url
+    return f"{scheme}{sep}***@{rest[len(netloc.rpartition('@')[0]) + 1:]}"
+
+
+def _url_problem(url: str, value: str, key: str, schemes: tuple[str, ...],
+                 inside: dict[str, ipaddress.IPv4Network]) -> str | None:
     supported = ", ".join(f'"{s}"' for s in schemes)
-    if not value.isascii() or not _URL.fullmatch(value):
+    if not url.isascii() or not _URL.fullmatch(url):
         return (f"{shown(value)} is not a URL: letters, digits and URL punctuation only (no spaces, "
                 "quotes, backslashes, control characters or line breaks)")
-    m = _SCHEME.match(value)
-    if not m:
-        return (f"{shown(value)} has no scheme: write {schemes[0]}://{value} "
-                + _installer(f'proxy.{key}: Unsupported value: "": supported values: {supported}'))
-    scheme = m.group(1).lower()
-    if scheme not in schemes:
-        return (f"{shown(value)}: the installer takes only {' or '.join(schemes)}:// here "
-                + _installer(f'proxy.{key}: Unsupported value: "{scheme}": supported values: {supported}'))
+    scheme = go_scheme(url)
+    if scheme is None or scheme not in schemes:
+        if scheme is None:
+            why = "invalid URI for request"
+        else:
+            why = f'Unsupported value: "{scheme}": supported values: {supported}'
+        if "://" not in url:
+            return f"{shown(value)} has no scheme: write {schemes[0]}://{value} " + _installer(
+                f"proxy.{key}: {why}")
+        return f"{shown(value)}: the installer takes only {' or '.join(schemes)}:// here " + _installer(
+            f"proxy.{key}: {why}")
     try:
-        url = urlsplit(value)
-        url.port  # noqa: B018 - raises on a port that is not a number in range
-    except ValueError as exc:
-        return f"{shown(value)} is not a proxy URL ({exc})"
-    if not url.hostname:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number in range
+    except ValueError:
+        return f"{shown(value)} is not a proxy URL (want {scheme}://HOST[:PORT], a port 1-65535)"
+    if not parts.hostname:
         return f"{shown(value)} names no proxy host (want {scheme}://HOST[:PORT])"
     try:
-        host = ipaddress.ip_address(url.hostname)
+        host = ipaddress.ip_address(parts.hostname)
     except ValueError:
         return None
     for name, net in inside.items():
         if host in net:
             return (f"{host} is inside {name} {net}: the nodes would route it into the cluster "
                     + _installer(f"proxy.{key}: proxy value is part of the cluster networks"))
+    return None
+
+
+def go_scheme(url: str) -> str | None:
+    """The scheme Go's net/url finds (lower case): letters first, up to a colon; None if none.
+
+    `proxy.example.com:3128` has the scheme `proxy.example.com` to Go, `10.0.0.1:3128` none.
+    """
+    for i, c in enumerate(url):
+        if c.isascii() and c.isalpha():
+            continue
+        if c.isascii() and (c.isdigit() or c in "+-.") and i:
+            continue
+        if c == ":" and i:
+            return url[:i].lower()
+        return None
     return None
 
 
