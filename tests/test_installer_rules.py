@@ -240,6 +240,26 @@ def test_every_rule_of_the_reference_table_has_a_case() -> None:
         assert fragment in reasons, fragment
 
 
+def test_a_name_past_63_characters_names_both_limits(runner, tmp_path: Path) -> None:
+    path = _edited(tmp_path, Case("long", "  name: edge\n", f"  name: {'n' * 80}\n", "", "", ""))
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    assert f"{path}:{_line_of(path, '  name:')}: cluster.name: " in result.output
+    assert "must be no more than 54 characters" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(("version", "warned"), [("4.11", True), ("4.12", False), ("4.18", False)])
+def test_a_trust_bundle_without_a_proxy_before_4_12_warns(runner, tmp_path: Path, version: str,
+                                                          warned: bool) -> None:
+    path = _edited(tmp_path, Case("tb", '"4.18"', f'"{version}"', "", "", ""))
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    said = "cluster.additional_trust_bundle_file without a proxy" in " ".join(result.output.split())
+    assert said is warned, result.output
+    policy = config_upi_would_write(path).get("additionalTrustBundlePolicy")
+    assert policy == (None if warned else "Always")
+
+
 def test_fips_warns_that_the_installer_must_be_the_fips_one_on_a_fips_host(runner, tmp_path: Path) -> None:
     path = _edited(tmp_path, Case("fips", KEYS, KEYS + "  fips: true\n", "", "", ""))
     result = runner.invoke(app, ["validate", str(path)])

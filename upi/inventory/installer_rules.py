@@ -22,8 +22,6 @@ from upi.inventory.types import shown
 if TYPE_CHECKING:
     from upi.inventory.rules import Finding
 
-# metadata.name: the installer keeps room for the infra ID suffix.
-MAX_CLUSTER_NAME = 54
 # A pull secret is a few KB; anything near this is not one (and is read whole).
 MAX_PULL_SECRET = 1 << 20
 # Key types a FIPS cluster cannot use (the installer: "Please use rsa or ecdsa").
@@ -43,6 +41,8 @@ MAX_REPOSITORY = 255
 # OVN-Kubernetes' masquerade subnet: the default of new clusters from 4.17; before,
 # 169.254.169.0/29, which lies inside it.
 OVN_MASQUERADE = ipaddress.IPv4Network("169.254.0.0/17")
+# metadata.name: the installer keeps room for the infra ID suffix.
+MAX_CLUSTER_NAME = 54
 _NO_PROXY_RULE = "each element of noProxy must be a IP, CIDR or domain without wildcard characters"
 
 
@@ -51,7 +51,10 @@ def _installer(reason: str) -> str:
 
 
 def installer_rules(inv: Inventory) -> Iterator[Finding]:
-    """Every refusal of the installer that the inventory alone shows (no files read)."""
+    """Every refusal of the installer that the inventory alone shows (no files read).
+
+    Host bits are refused where the model reads a network (types.IPv4Net).
+    """
     yield from _cluster_name(inv)
     yield from _proxy(inv)
     yield from _mirrors(inv)
@@ -67,7 +70,15 @@ def installer_warnings(inv: Inventory) -> list[str]:
             "there " + _installer("fips: Forbidden: target cluster is in FIPS mode, use the "
                                   "FIPS-capable installer binary for RHEL 9 on a host with FIPS enabled.")
         )
-    proxy = inv.cluster.proxy
+    c = inv.cluster
+    if c.additional_trust_bundle_file and not c.proxy and c.version < (4, 12):
+        out.append(
+            "cluster.additional_trust_bundle_file without a proxy: before 4.12 there is no "
+            f"additionalTrustBundlePolicy: Always, so in {c.openshift_version} the cluster Proxy "
+            "object keeps trustedCA empty and a mirror registry's CA is not trusted cluster-wide "
+            "after bootstrap: add it to the Proxy's trustedCA after install"
+        )
+    proxy = c.proxy
     for key in ("http_proxy", "https_proxy"):
         value = getattr(proxy, key) if proxy else None
         if value and "@" in _netloc(value):
@@ -87,6 +98,7 @@ def _netloc(url: str) -> str:
 
 
 def _cluster_name(inv: Inventory) -> Iterator[Finding]:
+    # A cross-field rule, not a field one: a long name still gets the FQDN rules' findings too.
     name = inv.cluster.name
     if len(name) > MAX_CLUSTER_NAME:
         yield ("cluster", "name"), (

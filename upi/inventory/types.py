@@ -86,6 +86,18 @@ def _label(value: str) -> str:
     return value
 
 
+def _cluster_name(value: str) -> str:
+    # 55-63 characters is a DNS label the installer refuses: installer_rules says so, beside
+    # the FQDN rules. Past 63 it is no label at all; say both limits.
+    if len(value) > 63 and _fullmatch(re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?"), value):
+        raise ValueError(
+            f"{_shown(value)} has {len(value)} characters; a DNS label has at most 63 and the "
+            "installer takes at most 54 (openshift-install: metadata.name: must be no more than "
+            "54 characters)"
+        )
+    return _label(value)
+
+
 def _domain(value: str) -> str:
     name = value.removesuffix(".")
     parts = name.split(".")
@@ -237,6 +249,7 @@ def _hypervisor_uri(value: str) -> str:
 
 MacAddress = Annotated[str, AfterValidator(_mac)]
 DnsLabel = Annotated[str, AfterValidator(_label)]
+ClusterName = Annotated[str, AfterValidator(_cluster_name)]
 DomainName = Annotated[str, AfterValidator(_domain)]
 OpenShiftVersion = Annotated[str, BeforeValidator(_stringify), AfterValidator(_version)]
 IPv4 = Annotated[ipaddress.IPv4Address, BeforeValidator(_ipv4)]
