@@ -41,14 +41,16 @@ def check_mode(path: Path) -> None:
 
 def read_credentials(path: Path) -> Credentials:
     """The username and password in `path`, after checking that only its owner can read it."""
+    from upi.errors import UpiError
+    from upi.safefs import read_named_file
+
     check_mode(path)
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
+        raw = read_named_file(path, MAX_BYTES)  # a FIFO or a device never hangs the read
     except OSError as exc:
         raise CredentialsError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise CredentialsError(f"{path} is larger than {MAX_BYTES // 1024} KiB; want {FORMAT}")
+    except UpiError as exc:
+        raise CredentialsError(str(exc)) from None
     try:
         doc = yaml.safe_load(raw.decode("utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError):
