@@ -250,3 +250,25 @@ def test_the_operand_is_picked_from_alm_examples_by_kind_not_position(package: s
     decoy = others or [{"apiVersion": "example.com/v1", "kind": "Decoy", "spec": {}}]
     notes["alm-examples"] = json.dumps(decoy + [e for e in examples if e["kind"] == kind])
     assert example_of(doc, kind) == next(e for e in examples if e["kind"] == kind)
+
+
+def test_a_rerun_after_the_catalog_moved_on_keeps_the_installed_operator(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    inv = gpu_inventory(tmp_path)
+    assert runner.invoke(app, gpu_args(inv, cluster)).exit_code == 0
+    # A newer CSV in the same channel, and a new default channel: upgrades are the admin's call.
+    pm = cluster.api.get(PACKAGES, "PackageManifest", "gpu-operator-certified", MARKETPLACE)
+    assert pm is not None
+    pm["status"]["defaultChannel"] = "v26.7"
+    pm["status"]["channels"][0]["currentCSV"] = "gpu-operator-certified.v26.3.2"
+    cluster.api.put(pm)
+    result = runner.invoke(app, gpu_args(inv, cluster, "--json"))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["changed"] is False, doc["changes"]
+    assert "gpu-operator-certified: channel v26.3, CSV gpu-operator-certified.v26.3.1" in result.stderr
+    sub = cluster.api.get(OLM, "Subscription", "gpu-operator-certified", "nvidia-gpu-operator")
+    assert sub is not None
+    assert (sub["spec"]["channel"], sub["spec"]["startingCSV"]) == ("v26.3", "gpu-operator-certified.v26.3.1")
+    dry = runner.invoke(app, gpu_args(inv, cluster, "--dry-run"))
+    assert dry.exit_code == 0 and "startingCSV: gpu-operator-certified.v26.3.1" in dry.stdout
