@@ -272,3 +272,26 @@ def test_a_rerun_after_the_catalog_moved_on_keeps_the_installed_operator(
     assert (sub["spec"]["channel"], sub["spec"]["startingCSV"]) == ("v26.3", "gpu-operator-certified.v26.3.1")
     dry = runner.invoke(app, gpu_args(inv, cluster, "--dry-run"))
     assert dry.exit_code == 0 and "startingCSV: gpu-operator-certified.v26.3.1" in dry.stdout
+
+
+def test_a_validation_pod_that_never_finishes_times_out_and_is_deleted(
+        runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import upi.gpu.verify
+
+    monkeypatch.setattr(upi.gpu.verify, "POD_LIMIT", 0.0)  # wait only the settle time (30 polls)
+    nodes = sim_nodes()
+    nodes[3] = SimNode("worker-0", 8, validation_hangs=True)
+    fake = start_cluster(tmp_path, nodes)
+    try:
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake, "--json"))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    rows = {n["node"]: n for n in doc["nodes"]}
+    assert (rows["worker-0"]["validation"], rows["worker-1"]["validation"]) == ("timed out", "passed")
+    assert rows["worker-0"]["problem"].startswith("validation pod upi-gpu-validate-worker-0-")
+    assert rows["worker-0"]["problem"].endswith(" did not finish: containers with unready status: [validate]")
+    assert doc["diagnosis"]["object"] == "Node worker-0"
+    assert not [p for p in fake.api.list("v1", "Pod") if p["metadata"]["name"].startswith("upi-gpu")]
+    assert fake.api.schema_violations == []
