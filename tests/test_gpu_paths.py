@@ -295,3 +295,43 @@ def test_a_validation_pod_that_never_finishes_times_out_and_is_deleted(
     assert doc["diagnosis"]["object"] == "Node worker-0"
     assert not [p for p in fake.api.list("v1", "Pod") if p["metadata"]["name"].startswith("upi-gpu")]
     assert fake.api.schema_violations == []
+
+
+def test_an_override_the_real_schema_lacks_is_refused_by_the_server_and_named(
+        runner, tmp_path: Path) -> None:
+    inv = gpu_inventory(tmp_path, "gpu:\n  cluster_policy: {driver.no_such_field: true}\n")
+    fake = start_cluster(tmp_path)
+    try:
+        result = runner.invoke(app, gpu_args(inv, fake))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1, result.output
+    assert "== operands: failed" in result.stdout
+    assert ("GPU step 'operands' failed at the API server: apply ClusterPolicy gpu-cluster-policy: "
+            'ClusterPolicy.nvidia.com "gpu-cluster-policy" is invalid: spec.driver: Additional properties '
+            "are not allowed ('no_such_field' was unexpected)") in result.stderr
+    assert len(fake.api.schema_violations) == 1  # the only write that broke the schema: the override's
+    assert fake.api.get("nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy") is None
+
+
+def test_mirrored_catalogs_and_another_operator_namespace(runner, tmp_path: Path,
+                                                          cluster: FakeGpuCluster) -> None:
+    for source in ("mirror-redhat", "mirror-certified"):
+        cluster.api.put({"apiVersion": OLM, "kind": "CatalogSource",
+                         "metadata": {"name": source, "namespace": MARKETPLACE},
+                         "spec": {"sourceType": "grpc"},
+                         "status": {"connectionState": {"lastObservedState": "READY"}}})
+    extra = ("gpu:\n  operator_namespace: gpu-ops\n"
+             "  catalog_sources: {nfd: mirror-redhat, gpu_operator: mirror-certified}\n")
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, extra), cluster))
+    assert result.exit_code == 0, result.output
+    nfd = cluster.api.get(OLM, "Subscription", "nfd", "openshift-nfd")
+    gpu = cluster.api.get(OLM, "Subscription", "gpu-operator-certified", "gpu-ops")
+    assert nfd is not None and gpu is not None
+    assert (nfd["spec"]["source"], gpu["spec"]["source"]) == ("mirror-redhat", "mirror-certified")
+    ns = cluster.api.get("v1", "Namespace", "gpu-ops")
+    assert ns is not None and ns["metadata"]["labels"] == {"openshift.io/cluster-monitoring": "true"}
+    assert {p["metadata"]["namespace"] for p in cluster.validation_pods} == {"gpu-ops"}
+    plans = cluster.api.list(OLM, "InstallPlan", "gpu-ops")
+    assert [(p["spec"]["clusterServiceVersionNames"], p["spec"]["approved"]) for p in plans] == [
+        (["gpu-operator-certified.v26.3.1"], True)]
