@@ -10,6 +10,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
+@dataclass(frozen=True)
+class Problem:
+    """One located problem in a file: rendered as `FILE:LINE: field.path: message`."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
 class UpiError(Exception):
     """Base of every error upi reports to a user (never with a traceback)."""
 
@@ -21,8 +35,10 @@ class InventoryError(UpiError):
 
     exit_code = 2
 
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
+    def __init__(self, problems: Sequence[str | Problem]) -> None:
+        # Located problems keep their parts for `--json`; a bare string is a message alone.
+        self.located = [p if isinstance(p, Problem) else Problem("", None, "", p) for p in problems]
+        self.problems = [str(p) for p in problems]
         super().__init__("\n".join(self.problems))
 
 
@@ -51,20 +67,6 @@ class CommandError(UpiError):
         tail = stderr.strip().splitlines()[-5:]
         detail = ("\n" + "\n".join(tail)) if tail else ""
         super().__init__(f"{argv[0]} {what}{detail}")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One located problem in a file: rendered as `FILE:LINE: field.path: message`."""
-
-    file: str
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
 class VmError(UpiError):
