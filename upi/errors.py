@@ -6,6 +6,7 @@ Exit codes (docs/cli.md): 0 success, 1 a check or an operation failed,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ class UpiError(Exception):
     """Base of every error upi reports to a user (never with a traceback)."""
 
     exit_code = 1
+    field: str | None = None  # the option or key at fault, for `--json` errors
 
 
 class InventoryError(UpiError):
@@ -46,6 +48,12 @@ class UsageError(UpiError):
     """Flags or arguments that cannot work together: exit 2."""
 
     exit_code = 2
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        # Most messages start with the flag they are about (`--dir X: ...`).
+        named = re.match(r"--[a-z][a-z-]*", message)
+        self.field = field or (named.group() if named else None)
 
 
 class RenderError(UpiError):

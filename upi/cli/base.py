@@ -51,7 +51,7 @@ def error_doc(exc: Exception) -> dict[str, Any]:
             doc["error"] = f"the inventory has {len(problems)} problems; the first: {doc['error']}"
             doc["problems"] = problems
         return {**doc, "exit_code": exc.exit_code}
-    field = None
+    field = getattr(exc, "field", None)
     param = getattr(exc, "param", None)
     if param is not None:
         field = param.opts[0] if getattr(param, "opts", None) else param.name

@@ -17,7 +17,8 @@ check_app = sub_app(
 )
 
 ServerOpt = Annotated[str | None, typer.Option(
-    "--server", metavar="HOST", help="Probe this host instead of the inventory's.",
+    "--server", metavar="HOST",
+    help="Probe this host (default: the inventory's provisioner or load balancer).",
     show_default=False)]
 
 
@@ -31,7 +32,8 @@ ConcurrencyOpt = Annotated[int, typer.Option(
     "--concurrency", min=1, max=1024, metavar="N", help="Probes in flight at once.")]
 PortMapOpt = Annotated[list[str] | None, typer.Option(
     "--port-map", metavar="LB_PORT=PORT",
-    help="Dial PORT for the LB port (a tunnel or test LB); repeatable.", show_default=False)]
+    help="Dial PORT for the LB port (a tunnel or test LB); repeatable (default: the LB ports).",
+    show_default=False)]
 ClusterUpOpt = Annotated[bool, typer.Option(
     "--cluster-up", help="The nodes run: a pool with no live server and a failing /readyz fail.")]
 
@@ -149,7 +151,8 @@ def check_tftp(
 def check_all(
     inventory: InventoryArg,
     server: Annotated[str | None, typer.Option(
-        "--server", metavar="HOST", help="Probe DNS, LB, HTTP and TFTP all at this host.",
+        "--server", metavar="HOST",
+        help="Probe DNS, LB, HTTP and TFTP all at this host (default: the inventory's hosts).",
         show_default=False)] = None,
     dns_port: Annotated[int, typer.Option(
         "--dns-port", min=1, max=65535, metavar="PORT", help="DNS port.")] = 53,

@@ -142,8 +142,8 @@ def ignition(
         show_default=False)],
     out: Annotated[Path | None, typer.Option(
         "-o", "--output", metavar="DIR",
-        help="Render dir: stage the files in its http/ignition/ for `upi push`. "
-        "Without it they are published to the provisioner's HTTP root at once.",
+        help="Render dir: stage the files in its http/ignition/ for `upi push` (default: none, "
+        "publish them to the provisioner's HTTP root at once).",
         show_default=False)] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Move an older install's files in --dir aside and start afresh.")] = False,

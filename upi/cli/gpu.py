@@ -23,7 +23,8 @@ def gpu(
     = None,
     assets: Annotated[Path | None, typer.Option(
         "--dir", metavar="ASSETS", show_default=False,
-        help="openshift-install's assets directory (holds auth/kubeconfig).")] = None,
+        help="openshift-install's assets directory, for its auth/kubeconfig (default: none, "
+        "see --kubeconfig).")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Run the pre-flight checks and print what would be applied; change nothing.")]
     = False,

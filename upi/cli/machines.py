@@ -69,7 +69,8 @@ def approve_csr(
     ] = None,
     assets: Annotated[
         Path | None, typer.Option("--dir", metavar="ASSETS", show_default=False,
-                                  help="The installer's asset directory (uses its auth/kubeconfig).")
+                                  help="The installer's asset directory, for its auth/kubeconfig "
+                                  "(default: none, see --kubeconfig).")
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="Decide every pending CSR, then exit (default).")]
     = False,
@@ -81,11 +82,13 @@ def approve_csr(
     ] = False,
     image: Annotated[str | None, typer.Option(
         "--image", metavar="IMAGE", show_default=False,
-        help="An image holding upi, for --manifests' Deployment (required with --manifests).")] = None,
+        help="An image holding upi, for --manifests' Deployment (no default: required with "
+        "--manifests).")] = None,
     release: Annotated[
         list[str] | None, typer.Option("--release", metavar="CSR", show_default=False,
                                        help="Approve this held client CSR (checked, see "
-                                       "docs/approve-csr.md), and nothing else; repeatable.")
+                                       "docs/approve-csr.md), and nothing else; repeatable "
+                                       "(default: none, decide every pending CSR).")
     ] = None,
 ) -> None:
     """Approve the node CSRs of the inventory's nodes, and only those (docs/approve-csr.md)."""
@@ -102,7 +105,7 @@ def approve_csr(
         if not image:
             # No public image holds upi: a default would deploy a pod stuck in ImagePullBackOff.
             raise UsageError("--manifests needs --image: an image that holds upi "
-                             "(build one from this checkout; docs/approve-csr.md)")
+                             "(build one from this checkout; docs/approve-csr.md)", field="--image")
         load_inventory(inventory, check_files=False)  # refuse to ship an invalid inventory
         console.say(manifests_yaml(inventory.read_text(encoding="utf-8"), image).rstrip("\n"))
         return
