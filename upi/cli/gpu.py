@@ -34,7 +34,7 @@ def gpu(
         help="Give up after this long (the driver build takes 10-20 min)")]
     = 3600,
     poll: Annotated[float, duration_option(
-        "--poll", unit="s", default=5.0, minimum=0.1, help="How often to look at the cluster while waiting")]
+        "--poll", unit="s", default=5.0, help="How often to look at the cluster while waiting")]
     = 5.0,
 ) -> None:
     """Install NFD and the NVIDIA GPU Operator and prove every GPU node works (docs/gpu.md).
