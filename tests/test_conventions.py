@@ -201,13 +201,21 @@ def test_gpu_timeout_in_minutes_and_durations_reach_the_library(runner, monkeypa
 
 def test_wait_deadline_bare_number_is_minutes(runner, monkeypatch) -> None:
     seen: list[Any] = []
-    monkeypatch.setattr("upi.commands.wait.wait_command", lambda req, **_: seen.append(req))
+    def fake_wait_command(req, **_):
+        seen.append(req)
+        return type("Summary", (), {"ok": True})()
+
+    monkeypatch.setattr("upi.commands.wait.wait_command", fake_wait_command)
     inv = str(inventory_path("dgxpod"))
     for value, minutes in (("180", 180), ("3h", 180), ("90s", 1.5)):
         args = ["wait", inv, "--dir", "assets", "--deadline", value, "--retry-pause", "1m"]
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
         assert seen[-1].deadline_minutes == minutes and seen[-1].retry_pause == 60
+    result = runner.invoke(app, ["wait", inv, "--dir", "assets", "--gpu", "--gpu-timeout", "90",
+                                 "--gpu-poll", "2s"])
+    assert result.exit_code == 0, result.output
+    assert (seen[-1].gpu_timeout, seen[-1].gpu_poll) == (90, 2)
 
 
 def test_log_level_error_hides_warnings_and_default_shows_them(runner, example_dir: Path, tmp_path) -> None:
