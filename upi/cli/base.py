@@ -128,7 +128,7 @@ class UpiCommand(TyperCommand):
         for param in self.get_params(ctx):
             if param.param_type_name == "argument":
                 name = _argument_name(param)
-                pieces.append(name if param.required else f"[{name}]")
+                pieces.append(name if param.required or name.startswith("[") else f"[{name}]")
             else:
                 pieces.extend(param.get_usage_pieces(ctx))
         return pieces
@@ -148,7 +148,9 @@ class UpiCommand(TyperCommand):
 
 
 def _argument_name(param: Any) -> str:
-    name = str(param.metavar or param.name.upper())
+    if param.metavar:  # written as the help should show it (`[NODE...]`)
+        return str(param.metavar)
+    name = str(param.name.upper())
     return name + "..." if param.nargs != 1 else name
 
 
