@@ -77,8 +77,10 @@ def test_the_commands_with_json_are_the_ones_scripts_need() -> None:
 def _required_args(cmd: Any, inventory: Path) -> list[str]:
     args: list[str] = []
     for param in cmd.params:
-        if param.param_type_name == "argument":
+        if param.param_type_name == "argument" and not args:
             args.append(str(inventory))
+        elif param.param_type_name == "argument" and "|" in (param.metavar or ""):
+            args.append(param.metavar.split()[-1].split("|")[0])  # an action word: `status`
         elif param.required:  # a directory that exists: the inventory is what is wrong
             (inventory.parent / "given").mkdir(exist_ok=True)
             args += [param.opts[0], str(inventory.parent / "given")]

@@ -26,7 +26,7 @@ STRUCTURAL = {
     "unknown-key", "missing-key", "float-version", "not-openshift-4", "cluster-name-uppercase",
     "bad-base-domain", "bad-mac", "multicast-mac", "bad-node-name", "bad-ip", "bad-role", "bad-machine",
     "bad-firmware", "bad-cidr", "bad-http-url", "relative-tftp-root", "vm-too-small",
-    "kernel-arg-with-space", "hypervisor-uri-without-scheme",
+    "kernel-arg-with-space", "hypervisor-uri-without-scheme", "cluster-name-over-54",
 }
 
 
