@@ -241,3 +241,29 @@ def test_the_gpu_flows_client_turns_garbage_into_a_cluster_error(fake, body) -> 
                 op()
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize(("server", "why"), [
+    ("https://[::1", "Invalid port"),
+    ("https://[zz]:6443", "Invalid IPv6 address"),
+    ("https://api.example.com:port", "Invalid port"),
+    ("https://[::1]:99999", "port 99999 is not 1-65535"),
+    ("https://a b:6443", "no usable host name"),
+    ("https://:6443", "no usable host name"),
+    ("https://api/\nx", "non-printable"),
+])
+@pytest.mark.parametrize("command", ["approve-csr", "gpu"])
+def test_a_kubeconfig_server_that_is_no_url_is_bad_input(runner, fake, tmp_path, server, why,
+                                                         command) -> None:
+    import yaml
+
+    doc = yaml.safe_load(fake.kubeconfig.read_text())
+    doc["clusters"][0]["cluster"]["server"] = server
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(doc))
+    args = ["--once"] if command == "approve-csr" else []
+    result = runner.invoke(app, [command, INVENTORY, "--kubeconfig", str(kubeconfig), *args])
+    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    assert f"upi: error: {kubeconfig}: server {server!r} is not a URL upi can use" in result.stderr
+    assert why in result.stderr
