@@ -16,6 +16,7 @@ from upi.inventory.gpu import GpuSettings, MigProfile
 from upi.inventory.types import (
     AbsPath,
     Artifact,
+    ClusterName,
     DevicePath,
     DnsLabel,
     DomainName,
@@ -102,7 +103,7 @@ class SshTarget(_Model):
 class Cluster(_Model):
     """Cluster identity and the secrets the installer needs."""
 
-    name: DnsLabel
+    name: ClusterName
     base_domain: DomainName
     openshift_version: OpenShiftVersion
     pull_secret_file: str

@@ -59,6 +59,9 @@ def _shown(value: object) -> str:
     return f"a {type(value).__name__}" if isinstance(value, list | dict) else repr(value)
 
 
+shown = _shown  # for the rules modules: a value as an error may show it
+
+
 def _fullmatch(pattern: re.Pattern[str], value: str) -> bool:
     return value.isascii() and pattern.fullmatch(value) is not None
 
@@ -81,6 +84,18 @@ def _label(value: str) -> str:
             "1-63 characters, no hyphen at either end)"
         )
     return value
+
+
+def _cluster_name(value: str) -> str:
+    # 55-63 characters is a DNS label the installer refuses: installer_rules says so, beside
+    # the FQDN rules. Past 63 it is no label at all; say both limits.
+    if len(value) > 63 and _fullmatch(re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?"), value):
+        raise ValueError(
+            f"{_shown(value)} has {len(value)} characters; a DNS label has at most 63 and the "
+            "installer takes at most 54 (openshift-install: metadata.name: must be no more than "
+            "54 characters)"
+        )
+    return _label(value)
 
 
 def _domain(value: str) -> str:
@@ -125,6 +140,12 @@ def _net(value: object) -> ipaddress.IPv4Network:
     try:
         return ipaddress.IPv4Network(value)
     except ValueError as exc:
+        if "has host bits set" in str(exc):
+            net = ipaddress.IPv4Network(value, strict=False)
+            raise ValueError(
+                f"{_shown(value)} has host bits set: the network is {net} (openshift-install: "
+                f"invalid network address. got {value}, expecting {net})"
+            ) from None
         raise ValueError(f"{_shown(value)} is not an IPv4 network in CIDR form ({exc})") from None
 
 
@@ -228,6 +249,7 @@ def _hypervisor_uri(value: str) -> str:
 
 MacAddress = Annotated[str, AfterValidator(_mac)]
 DnsLabel = Annotated[str, AfterValidator(_label)]
+ClusterName = Annotated[str, AfterValidator(_cluster_name)]
 DomainName = Annotated[str, AfterValidator(_domain)]
 OpenShiftVersion = Annotated[str, BeforeValidator(_stringify), AfterValidator(_version)]
 IPv4 = Annotated[ipaddress.IPv4Address, BeforeValidator(_ipv4)]
