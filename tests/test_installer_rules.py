@@ -130,6 +130,16 @@ CASES = [
          "source: openshift-release-dev", "cluster.mirrors[0].source", "the repository provided is invalid"),
     Case("mirror-upper-case", SOURCE, "    - source: quay.io/OpenShift-Release-Dev/ocp-release\n",
          "OpenShift-Release-Dev", "cluster.mirrors[0].source", "repository name must be lowercase"),
+    Case("mirror-wildcard", SOURCE, '    - source: "*.quay.io"\n', "*.quay.io", "cluster.mirrors[0].source",
+         "invalid reference format"),
+    Case("mirror-bare-registry-upper-case", MIRROR,
+         "mirrors: [Mirror.Lab.example.com:8443]\n    - source: quay.io/"
+         "openshift-release-dev/ocp-v4.0-art-dev",
+         "Mirror.Lab", "cluster.mirrors[0].mirrors[0]", "repository name must be lowercase"),
+    Case("mirror-trailing-slash", SOURCE, "    - source: quay.io/openshift-release-dev/\n",
+         "source: quay.io/openshift-release-dev/", "cluster.mirrors[0].source", "invalid reference format"),
+    Case("mirror-underscore-host", SOURCE, "    - source: my_registry\n", "my_registry",
+         "cluster.mirrors[0].source", "the repository provided is invalid"),
     Case("service-network-in-masquerade", "  upstream_dns:", "  service_network: 169.254.64.0/18\n"
          "  upstream_dns:", "service_network", "network.service_network",
          "must not overlap with OVNKubernetes default masquerade subnet 169.254.0.0/17"),

@@ -313,6 +313,17 @@ def _split_reference(path: str) -> tuple[str, str | None]:
 
 
 def _bare_registry_problem(value: str) -> str | None:
+    # The installer parses it as a reference first (a name, a tag, a digest), then, the name
+    # not being canonical, takes it as host[:port] (net.SplitHostPort, then a host name or IP).
+    grammar = re.compile(rf"{_COMPONENT.pattern}(?::{_TAG.pattern})?(?:@{_DIGEST.pattern})?")
+    if not grammar.fullmatch(value):
+        if grammar.fullmatch(value.lower()):
+            return "must be lower case " + _installer("repository name must be lowercase")
+        return ("is neither a repository nor a registry host[:port] "
+                + _installer("invalid reference format"))
+    if "@" in value:
+        return ("is a reference (it names a digest): a bare registry is host[:port] "
+                + _installer("the repository provided is invalid"))
     host, _, port = value.partition(":")
     if port and not port.isdigit():
         return (f"is a reference (it ends in :{port[:20]}): a bare registry is host[:port] "
@@ -326,7 +337,7 @@ def _bare_registry_problem(value: str) -> str | None:
         pass
     if len(host) <= 253 and _SUBDOMAIN.fullmatch(host):
         return None
-    return ("is neither a repository nor a registry host[:port] (lower case) "
+    return ("is neither a repository nor a registry host[:port] "
             + _installer("the repository provided is invalid"))
 
 
