@@ -158,6 +158,10 @@ CASES = [
     Case("transit-subnet", "  upstream_dns:", "  cluster_network: 100.88.0.0/14\n  upstream_dns:",
          "cluster_network", "network.cluster_network",
          "must not overlap with OVNKubernetes default transit subnet 100.88.0.0/16"),
+    Case("openshift-sdn-on-4.16", "  upstream_dns: [10.33.0.10]\n",
+         "  upstream_dns: [10.33.0.10]\n  network_type: OpenShiftSDN\n", "network_type",
+         "network.network_type", "networkType OpenShiftSDN is not supported, please use OVNKubernetes",
+         base="dgxpod"),
     Case("cluster-network-host-bits", "  upstream_dns:", "  cluster_network: 10.129.0.0/14\n"
          "  upstream_dns:", "cluster_network", "network.cluster_network",
          "invalid network address. got 10.129.0.0/14, expecting 10.128.0.0/14",

@@ -28,7 +28,6 @@ MAX_PULL_SECRET = 1 << 20
 FIPS_REFUSED_KEYS = ("ssh-ed25519", "sk-ssh-ed25519@openssh.com")
 # What a proxy URL may hold: RFC 3986 characters, no space, quote, backslash or control.
 _URL = re.compile(r"[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+")
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 # A lowercase RFC 1123 subdomain (what the installer takes in noProxy and as a registry host).
 _SUBDOMAIN = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
 # github.com/distribution/reference: a registry host[:port] and lowercase path components.
@@ -63,14 +62,14 @@ def installer_rules(inv: Inventory) -> Iterator[Finding]:
 def installer_warnings(inv: Inventory) -> list[str]:
     """What the installer needs beyond the inventory, and secrets it will publish."""
     out = []
-    if inv.cluster.fips:
+    c = inv.cluster
+    if c.fips:
         out.append(
             "cluster.fips is true: openshift-install refuses it unless it is the FIPS-capable "
             "installer binary for RHEL 9 running on a host booted in FIPS mode: run upi ignition "
             "there " + _installer("fips: Forbidden: target cluster is in FIPS mode, use the "
                                   "FIPS-capable installer binary for RHEL 9 on a host with FIPS enabled.")
         )
-    c = inv.cluster
     if c.additional_trust_bundle_file and not c.proxy and c.version < (4, 12):
         out.append(
             "cluster.additional_trust_bundle_file without a proxy: before 4.12 there is no "
@@ -112,8 +111,8 @@ def masquerade_overlap(net: ipaddress.IPv4Network) -> str | None:
     if not net.overlaps(OVN_MASQUERADE):
         return None
     return (
-        f"{net} overlaps OVN-Kubernetes' masquerade subnet {OVN_MASQUERADE} (link-local; OVN's "
-        "default from 4.17, and before it holds 169.254.169.0/29) "
+        f"{net} overlaps OVN-Kubernetes' masquerade subnet {OVN_MASQUERADE} (link-local space, "
+        "OVN's default from 4.17; before 4.17 OVN masquerades in 169.254.169.0/29, inside it) "
         + _installer(f"must not overlap with OVNKubernetes default masquerade subnet {OVN_MASQUERADE}")
     )
 

@@ -173,7 +173,8 @@ def _network_type(inv: Inventory) -> Iterator[Finding]:
     if chosen is NetworkType.OpenShiftSDN and v >= (4, 15):
         yield loc, (
             f"OpenShiftSDN is not supported for new installs of {inv.cluster.openshift_version}; "
-            "use OVNKubernetes"
+            "use OVNKubernetes (openshift-install: networkType OpenShiftSDN is not supported, "
+            "please use OVNKubernetes)"
         )
     if chosen is NetworkType.OVNKubernetes and v < (4, 6):
         yield loc, f"OVNKubernetes needs OpenShift 4.6 or later (this is {inv.cluster.openshift_version})"
