@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 # A pull secret is a few KB; anything near this is not one (and is read whole).
 MAX_PULL_SECRET = 1 << 20
-# Key types a FIPS cluster cannot use (the installer: "Please use rsa or ecdsa").
-FIPS_REFUSED_KEYS = ("ssh-ed25519", "sk-ssh-ed25519@openssh.com")
+# The key types a FIPS cluster takes (the installer: "Please use rsa or ecdsa").
+FIPS_KEYS = re.compile(r"ecdsa-sha2-nistp[0-9]{3}|ssh-rsa")
 # What a proxy URL may hold: RFC 3986 characters, no space, quote, backslash or control.
 _URL = re.compile(r"[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+")
 # A lowercase RFC 1123 subdomain (what the installer takes in noProxy and as a registry host).
@@ -188,8 +188,10 @@ def _url_problem(url: str, value: str, key: str, schemes: tuple[str, ...],
         return None
     for name, net in inside.items():
         if host in net:
-            return (f"{host} is inside {name} {net}: the nodes would route it into the cluster "
-                    + _installer(f"proxy.{key}: proxy value is part of the cluster networks"))
+            kind = name.split("_")[0]  # the installer's word: cluster, service
+            return (f"{host} is inside {name} {net}: a proxy must not be part of the cluster networks, "
+                    "the nodes would route it into the cluster "
+                    + _installer(f"proxy.{key}: proxy value is part of the {kind} networks"))
     return None
 
 
@@ -345,7 +347,7 @@ def _bare_registry_problem(value: str) -> str | None:
 def fips_ssh_key(inv: Inventory, key_text: str) -> Iterator[Finding]:
     """A FIPS cluster takes rsa and ecdsa keys only."""
     kind = key_text.split(None, 1)[0] if key_text.split() else ""
-    if inv.cluster.fips and kind in FIPS_REFUSED_KEYS:
+    if inv.cluster.fips and not FIPS_KEYS.fullmatch(kind):
         yield ("cluster", "ssh_key_file"), (
             f"{inv.cluster.ssh_key_file} is an {kind} key, which a FIPS cluster (cluster.fips: true) "
             "cannot use: name an rsa or ecdsa public key "

@@ -26,7 +26,7 @@ Finding = tuple[tuple[str | int, ...], str]
 # OVN-Kubernetes reserves these for its join and transit switches (and, in
 # installer_rules, 169.254.0.0/17 for masquerading).
 OVN_INTERNAL = (
-    ("join", ipaddress.IPv4Network("100.64.0.0/16")),
+    ("internal", ipaddress.IPv4Network("100.64.0.0/16")),  # the join switch
     ("transit", ipaddress.IPv4Network("100.88.0.0/16")),
 )
 # Files the inventory names are read whole: none of them is anywhere near this.
