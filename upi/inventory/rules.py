@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from upi.errors import UpiError
@@ -38,8 +38,8 @@ RESERVED_NAMES = {"api", "api-int", "apps", "console", "oauth"}
 def check_rules(inv: Inventory, *, check_files: bool = True) -> list[Finding]:
     """Every cross-field problem of a parsed inventory (empty when valid)."""
     findings: list[Finding] = []
-    for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines, gpu_rules,
-                 safety_rules, sanity_rules, installer_rules):
+    for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines, _bmcs,
+                 gpu_rules, safety_rules, sanity_rules, installer_rules):
         findings.extend(rule(inv))
     if check_files:
         findings.extend(_files(inv))
@@ -219,11 +219,39 @@ def _files(inv: Inventory) -> Iterator[Finding]:
             yield ("cluster", "additional_trust_bundle_file"), why
         else:
             yield from trust_bundle(inv, text)
+    yield from bmc_files(inv)
+
+
+def _bmcs(inv: Inventory) -> Iterator[Finding]:
+    seen: dict[tuple[str, str | None], str] = {}
     for i, node in enumerate(inv.nodes):
-        if node.bmc:
-            text, why = _read(inv, node.bmc.credentials_file)
-            if text is None:
-                yield ("nodes", i, "bmc", "credentials_file"), why
+        if node.bmc is None:
+            continue
+        if node.machine_kind is not Machine.metal:
+            yield ("nodes", i, "bmc"), f"{node.name} is a VM (libvirt boots it): bmc is for bare metal"
+        key = (node.bmc.address.lower(), node.bmc.system_id)
+        if key in seen:
+            yield ("nodes", i, "bmc", "address"), (
+                f"{node.bmc.address} is already the BMC of {seen[key]}"
+                + ("" if node.bmc.system_id else "; name each node's bmc.system_id"))
+        seen.setdefault(key, node.name)
+
+
+def bmc_files(inv: Inventory, names: Iterable[str] | None = None) -> Iterator[Finding]:
+    """The BMC credentials (owner-only, well formed) and CA files of the nodes `names` (default: all)."""
+    from upi.bmc.credentials import CredentialsError, read_credentials
+
+    wanted = None if names is None else set(names)
+    for i, node in enumerate(inv.nodes):
+        if node.bmc is None or (wanted is not None and node.name not in wanted):
+            continue
+        try:
+            read_credentials(inv.resolve(node.bmc.credentials_file))
+        except CredentialsError as exc:
+            yield ("nodes", i, "bmc", "credentials_file"), str(exc)
+        ca = node.bmc.verify_tls
+        if isinstance(ca, str) and _read(inv, ca)[0] is None:
+            yield ("nodes", i, "bmc", "verify_tls"), f"cannot read the CA file {ca}"
 
 
 def _read(inv: Inventory, name: str, limit: int = MAX_NAMED_FILE) -> tuple[str | None, str]:

@@ -35,6 +35,8 @@ _KERNEL_ARG = re.compile(r"[A-Za-z0-9._~/%+=:@,-]+")
 # Arguments upi writes itself from the inventory: a second one would win or fight.
 OWN_KERNEL_ARGS = ("coreos.inst.ignition_url", "coreos.inst.install_dev", "coreos.live.rootfs_url",
                    "coreos.inst.image_url", "coreos.inst", "initrd", "BOOT_IMAGE")
+# A Redfish resource id: one URL path segment (AMI uses `Self`, others a UUID or a serial).
+_REDFISH_ID = re.compile(r"[A-Za-z0-9._~-]{1,128}")
 # A block device: /dev/sda, /dev/nvme0n1, /dev/disk/by-path/pci-0000:00:1f.2-ata-1.
 _DEVICE = re.compile(r"/dev/[A-Za-z0-9._:+@-]+(/[A-Za-z0-9._:+@-]+)*")
 # Characters refused in any path: `,` is a sub-option separator in dnsmasq
@@ -178,6 +180,24 @@ def _http_url(value: str) -> str:
     return value.rstrip("/")
 
 
+def _redfish_url(value: str) -> str:
+    scheme, path = _url_parts(value, "a Redfish address (https://HOST[:PORT])")
+    if scheme != "https":
+        raise ValueError(f"{_shown(value)}: a BMC is reached over https:// only (its password "
+                         "travels with every request)")
+    if path.strip("/"):
+        raise ValueError(f"{_shown(value)}: name the BMC only (https://HOST[:PORT]); upi finds "
+                         "/redfish/v1 itself")
+    return value.rstrip("/")
+
+
+def _redfish_id(value: str) -> str:
+    if not _fullmatch(_REDFISH_ID, value):
+        raise ValueError(f"{_shown(value)} is not a Redfish system id (letters, digits and . _ ~ -, "
+                         "as in /redfish/v1/Systems/<id>)")
+    return value
+
+
 def _artifact(value: str) -> str:
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", value):
         _, path = _url_parts(value, "an http:// or https:// URL or a path under http_base_url")
@@ -256,6 +276,8 @@ IPv4 = Annotated[ipaddress.IPv4Address, BeforeValidator(_ipv4)]
 IPv4Net = Annotated[ipaddress.IPv4Network, BeforeValidator(_net)]
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
 AbsPath = Annotated[str, AfterValidator(_abs_path)]
+RedfishUrl = Annotated[str, AfterValidator(_redfish_url)]
+RedfishId = Annotated[str, AfterValidator(_redfish_id)]
 # An RHCOS kernel/initramfs/rootfs/image: a path under http_base_url or a full URL.
 Artifact = Annotated[str, AfterValidator(_artifact)]
 DevicePath = Annotated[str, AfterValidator(_device)]
