@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -21,9 +23,30 @@ check_app = typer.Typer(
 )
 app.add_typer(check_app, name="check")
 
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+
+
+def server_host(value: str) -> str:
+    """A --server value: an IP address (IPv6 with or without brackets) or a DNS name.
+
+    Anything else (`[::1`, `http://x`, spaces) is refused here, before a URL or a
+    socket address is built from it.
+    """
+    bare = value[1:-1] if value.startswith("[") and value.endswith("]") else value
+    try:
+        return str(ipaddress.ip_address(bare))
+    except ValueError:
+        pass
+    name = value.removesuffix(".")
+    if 0 < len(name) <= 253 and all(_HOST_LABEL.fullmatch(p) for p in name.split(".")):
+        return value
+    raise typer.BadParameter(f"{value[:80]!r} is not a host name or an IP address "
+                             "(IPv6 as ::1 or [::1]; no scheme, port or path)")
+
+
 ServerOpt = Annotated[str | None, typer.Option(
     "--server", metavar="HOST", help="Probe this host instead of the inventory's.",
-    show_default=False)]
+    parser=server_host, show_default=False)]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.05, help="Seconds per probe.")]
 RetriesOpt = Annotated[int, typer.Option("--retries", min=0, help="Tries more after a timeout.")]
 ConcurrencyOpt = Annotated[int, typer.Option(
@@ -97,13 +120,20 @@ def check_lb(
 @check_app.command(
     "http",
     epilog="\b\nExamples:\n  upi check http inventories/dgxpod.yaml\n"
-    "  upi check http inventories/dgxpod.yaml --server 127.0.0.1 --port 8080 --json",
+    "  upi check http inventories/dgxpod.yaml --server 127.0.0.1 --port 8080 --json\n"
+    "  upi check http inventories/dgxpod.yaml --deep -o out/dgxpod",
 )
 def check_http(
     inventory: InventoryArg,
     server: ServerOpt = None,
     port: Annotated[int | None, typer.Option(
         "--port", min=1, max=65535, help="HTTP port (default: http_base_url's).",
+        show_default=False)] = None,
+    deep: Annotated[bool, typer.Option(
+        "--deep", help="Read every file to the end; compare its sha256 with the copy staged in "
+        "-o DIR/http/.")] = False,
+    render_dir: Annotated[Path | None, typer.Option(
+        "-o", "--output", metavar="DIR", help="Render dir whose http/ --deep compares with.",
         show_default=False)] = None,
     as_json: JsonOpt = False,
     timeout: TimeoutOpt = 5.0,
@@ -112,9 +142,19 @@ def check_http(
     """Fetch the RHCOS artifacts and each role's ignition file.
 
     Ignition must be JSON with ignition.version; older than 12 h warns, 24 h fails.
+    Every fetch has an overall deadline of --timeout (--deep: plus 1 s per MiB).
     """
+    from upi.errors import UsageError
+
+    if deep and render_dir is None:
+        raise UsageError("--deep compares with the files staged in a render directory: "
+                         "pass it with -o DIR")
+    if render_dir is not None and not deep:
+        raise UsageError("-o DIR is only read by --deep: add --deep, or drop -o")
+    if render_dir is not None and not render_dir.is_dir():
+        raise UsageError(f"-o {render_dir}: not a directory (the render directory of this inventory)")
     _check("http", inventory, as_json, http_server=server, http_port=port, timeout=timeout,
-           retries=retries)
+           retries=retries, http_deep=render_dir)
 
 
 @check_app.command(
@@ -147,7 +187,7 @@ def check_all(
     inventory: InventoryArg,
     server: Annotated[str | None, typer.Option(
         "--server", metavar="HOST", help="Probe DNS, LB, HTTP and TFTP all at this host.",
-        show_default=False)] = None,
+        parser=server_host, show_default=False)] = None,
     dns_port: Annotated[int, typer.Option("--dns-port", min=1, max=65535, help="DNS port.")] = 53,
     http_port: Annotated[int | None, typer.Option(
         "--http-port", min=1, max=65535, help="HTTP port (default: http_base_url's).",
