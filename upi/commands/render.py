@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from upi.bootloaders import kept_bootloaders, stage_bootloaders
-from upi.inventory import Inventory, load_inventory
+from upi.inventory import load_inventory
 from upi.inventory.rules import warnings
 from upi.render import RenderedFile, render_inventory
 from upi.writer import Change, manifest_files, previous_manifest, update_tree
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,13 +51,13 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
                      "to keep it out")
     # The plan (and diff) is made once, by the write itself, with DIR locked.
     update = update_tree(out, files, force=force, diff=diff, dry_run=dry_run)
+    for change in update.changes:
+        log.debug("%s: %s", change.path, change.status)
     return RenderResult(out, update.changes, update.diff, written=not dry_run, warnings=notes)
 
 
 def schema() -> str:
     """The inventory's JSON Schema, for editors (yaml-language-server)."""
-    doc = Inventory.model_json_schema(mode="validation")
-    doc["properties"].pop("source", None)
-    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    doc["title"] = "upi inventory"
-    return json.dumps(doc, indent=2) + "\n"
+    from upi.inventory.schema import inventory_schema
+
+    return json.dumps(inventory_schema(), indent=2) + "\n"

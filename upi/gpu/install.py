@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from upi.gpu.kube import Kube, describe
+from upi.gpu.mig import mig_labels
 from upi.gpu.objects import (
     CLUSTER_POLICY,
     NFD_INSTANCE,
@@ -36,16 +38,43 @@ def resolve_channel(kube: Kube, pkg: Package, catalog_ns: str) -> tuple[str, str
     entry = next((c for c in st.get("channels") or [] if c.get("name") == channel), None)
     if entry is None:
         known = ", ".join(c.get("name", "?") for c in st.get("channels") or [])
-        raise GpuFailed(Diagnosis("resolve channel", what, f"no channel {channel!r} (channels: {known})"))
+        raise GpuFailed(Diagnosis("resolve channel", what, f"no channel {channel!r} (channels: {known})",
+                                  fix="set gpu.operator_channel (or gpu.nfd_channel) to one of those"))
     return str(channel), str(entry["currentCSV"])
 
 
-def operator_objects(pkg: Package, channel: str, csv: str, catalog_ns: str) -> list[Obj]:
-    """Namespace, OperatorGroup and Subscription of one package, in apply order."""
-    chosen = Package(pkg.name, pkg.namespace, pkg.group, pkg.source, channel, pkg.approval)
+@dataclass(frozen=True)
+class Choice:
+    """What to subscribe to: the channel, the CSV to wait for, the Subscription's startingCSV."""
+
+    channel: str
+    csv: str
+    starting: str | None
+
+
+def choose(kube: Kube, pkg: Package, catalog_ns: str) -> Choice:
+    """The channel and CSV of a package: kept from an installed Subscription, else from the catalog.
+
+    Once installed, a later run keeps the Subscription's channel and startingCSV
+    and waits for its installed CSV, even after the catalog has moved on: an
+    upgrade of a Manual subscription is the admin's decision, and a re-run
+    must change nothing. Pinning another channel in the inventory re-resolves.
+    """
+    sub = kube.get(OLM, "Subscription", pkg.name, pkg.namespace) or {}
+    spec, st = sub.get("spec") or {}, sub.get("status") or {}
+    installed, channel = st.get("installedCSV"), spec.get("channel")
+    if installed and channel and pkg.channel in (None, channel):
+        return Choice(str(channel), str(installed), spec.get("startingCSV"))
+    channel, csv = resolve_channel(kube, pkg, catalog_ns)
     # A Manual subscription names its starting CSV, so the one InstallPlan to approve is known.
-    starting = csv if pkg.approval == "Manual" else None
-    return [namespace(pkg.namespace), operator_group(chosen), subscription(chosen, catalog_ns, starting)]
+    return Choice(channel, csv, csv if pkg.approval == "Manual" else None)
+
+
+def operator_objects(pkg: Package, choice: Choice, catalog_ns: str) -> list[Obj]:
+    """Namespace, OperatorGroup and Subscription of one package, in apply order."""
+    chosen = Package(pkg.name, pkg.namespace, pkg.group, pkg.source, choice.channel, pkg.approval)
+    sub = subscription(chosen, catalog_ns, choice.starting)
+    return [namespace(pkg.namespace), operator_group(chosen), sub]
 
 
 def apply_all(kube: Kube, objs: list[Obj], changes: list[Change], reporter: Reporter) -> None:
@@ -63,9 +92,10 @@ def install_operator(
     kube: Kube, pkg: Package, catalog_ns: str, clock: Clock, changes: list[Change], reporter: Reporter
 ) -> Obj:
     """Subscribe, approve only the chosen CSV's InstallPlan, wait for the CSV to succeed; the CSV."""
-    channel, csv_name = resolve_channel(kube, pkg, catalog_ns)
-    reporter.note(f"{pkg.name}: channel {channel}, CSV {csv_name}")
-    apply_all(kube, operator_objects(pkg, channel, csv_name, catalog_ns), changes, reporter)
+    choice = choose(kube, pkg, catalog_ns)
+    csv_name = choice.csv
+    reporter.note(f"{pkg.name}: channel {choice.channel}, CSV {csv_name}")
+    apply_all(kube, operator_objects(pkg, choice, catalog_ns), changes, reporter)
     csv = kube.get(OLM, "ClusterServiceVersion", csv_name, pkg.namespace)
     if csv is not None and (csv.get("status") or {}).get("phase") == "Succeeded":
         return csv
@@ -114,7 +144,7 @@ def _sub_diagnosis(kube: Kube, pkg: Package, what: str) -> Diagnosis:
         "subscribe",
         what,
         "OLM made no InstallPlan" + (f" ({'; '.join(conds)})" if conds else ""),
-        "check the catalog source and the OperatorGroup of the namespace",
+        fix=f"check the catalog source and that {pkg.namespace} has exactly one OperatorGroup",
     )
 
 
@@ -134,7 +164,7 @@ def _approve(
                 what,
                 f"it would install {', '.join(names) or 'nothing'}, not {csv_name}; "
                 "upi approves only the chosen CSV",
-                "approve or delete it by hand",
+                fix=f"approve or delete it by hand (oc get installplan -n {pkg.namespace} {name})",
             )
         )
     kube.merge_patch(OLM, "InstallPlan", name, pkg.namespace, {"spec": {"approved": True}})
@@ -157,10 +187,11 @@ def example_of(csv: Obj, kind: str) -> Obj:
 
 
 def instances(inv: Inventory, nfd_csv: Obj, gpu_csv: Obj) -> list[Obj]:
-    """The NodeFeatureDiscovery and the ClusterPolicy, each from its CSV's example."""
+    """The NodeFeatureDiscovery and the ClusterPolicy, each from its CSV's example; MIG node labels."""
     return [
         nfd_instance(inv, example_of(nfd_csv, "NodeFeatureDiscovery")),
         cluster_policy(inv, example_of(gpu_csv, "ClusterPolicy")),
+        *mig_labels(inv),
     ]
 
 
@@ -196,7 +227,7 @@ def wait_policy_ready(kube: Kube, operator_ns: str, clock: Clock) -> None:
             "wait for ClusterPolicy ready",
             what,
             f"state is {state}",
-            f"oc get pods -n {operator_ns}: look for pods not Running",
+            fix=f"oc get pods -n {operator_ns}: look for pods not Running",
         )
 
     clock.wait_for(ready, stuck)

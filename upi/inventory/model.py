@@ -10,15 +10,17 @@ import ipaddress
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from upi.inventory.gpu import GpuSettings, MigProfile
 from upi.inventory.types import (
     AbsPath,
     Artifact,
+    ClusterName,
     DevicePath,
     DnsLabel,
     DomainName,
+    ExecPath,
     HttpUrl,
     HypervisorUri,
     InterfaceName,
@@ -27,6 +29,8 @@ from upi.inventory.types import (
     KernelArg,
     MacAddress,
     OpenShiftVersion,
+    RedfishId,
+    RedfishUrl,
     StrictFloat,
     StrictInt,
 )
@@ -102,7 +106,7 @@ class SshTarget(_Model):
 class Cluster(_Model):
     """Cluster identity and the secrets the installer needs."""
 
-    name: DnsLabel
+    name: ClusterName
     base_domain: DomainName
     openshift_version: OpenShiftVersion
     pull_secret_file: str
@@ -193,12 +197,25 @@ class VmSize(_Model):
 
 
 class Bmc(_Model):
-    """Redfish BMC of a bare-metal node; credentials live in a 0600 file."""
+    """Redfish BMC of a bare-metal node; credentials live in a file only its owner can read.
 
-    address: HttpUrl
+    `verify_tls`: true (the system's CAs), the path of a CA file for this BMC,
+    or false (not verified; upi warns at every use). `system_id` names the
+    system when the BMC serves several. `timeout`: seconds per request.
+    """
+
+    address: RedfishUrl
     credentials_file: str
-    system_id: str | None = None
+    system_id: RedfishId | None = None
     verify_tls: bool | str = True
+    timeout: StrictFloat = Field(default=20.0, gt=0, le=600)
+
+    @field_validator("verify_tls")
+    @classmethod
+    def _ca_file_named(cls, value: bool | str) -> bool | str:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("name a CA file, or write true (system CAs) or false (not verified)")
+        return value
 
 
 class Node(_Model):
@@ -247,6 +264,12 @@ class Node(_Model):
         return self.vm or VmSize()
 
 
+class CsrApprover(_Model):
+    """The rendered CSR approver (csr/ units and crontab) on the host that runs it."""
+
+    upi: ExecPath | None = None
+
+
 class Inventory(_Model):
     """A whole UPI cluster: the one input of every upi command."""
 
@@ -258,6 +281,7 @@ class Inventory(_Model):
     hypervisor: Hypervisor | None = None
     nodes: list[Node] = Field(min_length=1)
     gpu: GpuSettings | None = None
+    csr_approver: CsrApprover | None = None
 
     # Set by the loader: where the inventory file is, for relative paths.
     source: Path = Field(default=Path("inventory.yaml"), exclude=True)
