@@ -30,6 +30,10 @@ BOOT_TIMEOUT = 150.0
 LOADER_FAILURES = ("grub> ", "\rboot: ", "Could not find kernel image", "Press any key to continue",
                    "Failed to boot", " failed: ", "PXE-E")
 KERNEL_FAILURES = ("Kernel panic",)
+# The firmware moving past the network once the loader handed back (LOCALBOOT 0, GRUB `exit`):
+# there is no disk in these VMs, so SeaBIOS says it found nothing else to boot and OVMF,
+# out of boot entries, starts its own setup menu (UiApp).
+LOCAL_BOOT_SIGNS = ("No bootable device", '"UiApp" from')
 INIT_SCRIPT = """#!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sysfs /sys
@@ -134,7 +138,8 @@ def dnsmasq_conf(rendered: Path, workdir: Path, tftp: Path) -> Path:
 
 @dataclass
 class Outcome:
-    """How one boot ended: `cmdline` (init printed it), `failed`, `exited` or `timeout`."""
+    """How one boot ended: `cmdline` (init printed it), `local` (handed back to the firmware), `failed`,
+    `exited` or `timeout`."""
 
     kind: str
     detail: str
@@ -150,6 +155,9 @@ def read_outcome(serial: str, elapsed: float, exited: bool, timeout: float) -> O
     if found:
         return Outcome("cmdline", "init ran", elapsed, serial, found.group(1).strip(), found.group(2))
     loader_part = serial.split("Linux version ", 1)[0]
+    for pattern in LOCAL_BOOT_SIGNS:
+        if pattern in loader_part:
+            return Outcome("local", pattern, elapsed, serial)
     for pattern in LOADER_FAILURES:
         if pattern in loader_part:
             return Outcome("failed", pattern.strip(), elapsed, serial)
