@@ -65,4 +65,5 @@ def test_a_loader_handing_back_to_the_firmware_is_local_not_failed() -> None:
     for serial in (bios, uefi):
         outcome = read_outcome(serial, 9.0, False, 150)
         assert outcome is not None and outcome.kind == "local", serial
-    assert read_outcome("Booting from Floppy...\r\nBoot failed: could not read", 9.0, False, 150).kind == "failed"
+    floppy = read_outcome("Booting from Floppy...\r\nBoot failed: could not read", 9.0, False, 150)
+    assert floppy is not None and floppy.kind == "failed"
