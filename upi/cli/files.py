@@ -63,10 +63,10 @@ def render(
     ] = False,
     installed: Annotated[list[str] | None, typer.Option(
         "--installed", metavar="NODE", help="Record NODE as installed: its PXE file boots its disk "
-        "(upi wait does this as nodes join); repeatable.")] = None,
+        "(upi wait does this as nodes join); repeatable (default: none).", show_default=False)] = None,
     reinstall: Annotated[list[str] | None, typer.Option(
         "--reinstall", metavar="NODE", help="Put NODE back to installing: its PXE file runs the "
-        "RHCOS installer again; repeatable.")] = None,
+        "RHCOS installer again; repeatable (default: none).", show_default=False)] = None,
 ) -> None:
     """Write every config file of the install (layout in docs/render.md)."""
     from upi.commands.render import render as do_render
