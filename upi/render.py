@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from upi import __version__
-from upi.facts import VmSpec, boot_entries, dns_records, host_entries, lb_pools, vm_specs
+from upi.facts import BootEntry, VmSpec, boot_entries, dns_records, host_entries, lb_pools, vm_specs
 from upi.facts.boot import GRUB_FALLBACK, GRUB_IMAGE, PXELINUX_FALLBACK, PXELINUX_IMAGE
 from upi.facts.installconfig import install_config
 from upi.gpu.objects import render_files as gpu_files
@@ -79,24 +79,43 @@ def _dhcp(inv: Inventory) -> RenderedFile:
     return _file("dnsmasq/dhcp-pxe.conf", render_template("dnsmasq/dhcp-pxe.conf.j2", **ctx))
 
 
-def _boot(inv: Inventory) -> list[RenderedFile]:
+def _boot(inv: Inventory, installed: frozenset[str] = frozenset()) -> list[RenderedFile]:
     out = [
         _file(PXELINUX_FALLBACK, render_template("tftp/pxelinux-default.j2", **_common(inv))),
         _file(GRUB_FALLBACK, render_template("tftp/grub-default.j2", **_common(inv))),
     ]
-    # One template call per kind of file, not per node (render_each).
+    # One template call per kind of file, not per node (render_each); the files are
+    # those boot_file() makes.
     entries = boot_entries(inv)
     texts: dict[int, str] = {}  # entry's index -> its file
-    for name, firmware in (("tftp/pxelinux.cfg.j2", Firmware.bios), ("tftp/grub.cfg.j2", Firmware.uefi)):
-        picked = [i for i, e in enumerate(entries) if e.firmware is firmware]
-        texts.update(zip(picked, render_each(name, "e", [entries[i] for i in picked]), strict=True))
+    for local in (False, True):
+        for firmware in (Firmware.bios, Firmware.uefi):
+            picked = [i for i, e in enumerate(entries)
+                      if e.firmware is firmware and (e.node.name in installed) is local]
+            name, var = _boot_template(firmware, installed=local)
+            items = [entries[i].node if local else entries[i] for i in picked]
+            texts.update(zip(picked, render_each(name, var, items), strict=True))
     out += [_file(e.config_path, texts[i]) for i, e in enumerate(entries)]
     return out
 
 
-def boot_files(inv: Inventory) -> list[RenderedFile]:
+def _boot_template(firmware: Firmware, *, installed: bool) -> tuple[str, str]:
+    """The template of a per-MAC file and the name it knows its subject by (e, or node)."""
+    bios = firmware is Firmware.bios
+    if installed:
+        return ("tftp/pxelinux-local.j2" if bios else "tftp/grub-local.j2"), "node"
+    return ("tftp/pxelinux.cfg.j2" if bios else "tftp/grub.cfg.j2"), "e"
+
+
+def boot_file(e: BootEntry, *, installed: bool = False) -> RenderedFile:
+    """One node's per-MAC file: the RHCOS installer, or (installed) its own disk."""
+    name, var = _boot_template(e.firmware, installed=installed)
+    return _file(e.config_path, render_template(name, **{var: e.node if installed else e}))
+
+
+def boot_files(inv: Inventory, installed: frozenset[str] = frozenset()) -> list[RenderedFile]:
     """The tftp/ boot files (per-MAC and fallbacks) as render writes them: `upi check tftp`."""
-    return _boot(inv)
+    return _boot(inv, installed)
 
 
 def haproxy_cfg(inv: Inventory, *, include_bootstrap: bool = True) -> RenderedFile:
@@ -155,11 +174,13 @@ def install_config_yaml(inv: Inventory) -> str:
 
 
 def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
-                     retire_bootstrap: bool = False) -> list[RenderedFile]:
+                     retire_bootstrap: bool = False,
+                     installed: frozenset[str] = frozenset()) -> list[RenderedFile]:
     """Every file of the render layout plus `extra` (e.g. boot loaders), manifest.json last.
 
     `retire_bootstrap`: after bootstrap-complete the HAProxy pools leave the
     bootstrap out, and manifest.json says so (`upi wait` renders this way).
+    `installed`: nodes whose per-MAC file boots their disk (upi.installed).
     """
     config = install_config_yaml(inv)
     files = [
@@ -167,7 +188,7 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
         _file("install-config.yaml.orig", config, SECRET),
         *_dns(inv),
         _dhcp(inv),
-        *_boot(inv),
+        *_boot(inv, installed),
         haproxy_cfg(inv, include_bootstrap=not retire_bootstrap),
         *_vms(inv),
         *_csr(inv),
