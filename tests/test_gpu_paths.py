@@ -369,3 +369,13 @@ def test_a_pinned_channel_the_package_lacks_names_the_channels_it_has(
             "gpu-operator-certified: no channel 'v99.1' (channels: v26.3, v26.7)") in result.stderr
     assert "fix: set gpu.operator_channel" in result.stderr
     assert cluster.api.get(OLM, "Subscription", "gpu-operator-certified", "nvidia-gpu-operator") is None
+
+
+def test_a_cluster_policy_with_an_empty_spec_is_refused_by_the_real_schema() -> None:
+    # The write-ups' trap (`spec: {}` never deploys) is caught by the fake before any operator acts.
+    from kube_schema import schema_errors
+
+    errors = schema_errors({"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+                            "metadata": {"name": "gpu-cluster-policy"}, "spec": {}})
+    assert "spec: 'driver' is a required property" in errors
+    assert "spec: 'operator' is a required property" in errors
