@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from upi import __version__
@@ -129,9 +129,12 @@ def _file(path: str, text: str, mode: int = PUBLIC) -> RenderedFile:
     return RenderedFile(path, text.encode(), mode)
 
 
-def manifest(files: list[RenderedFile], inv: Inventory, *, bootstrap_retired: bool = False
-             ) -> RenderedFile:
-    """manifest.json: every file with its sha256 and mode (no timestamps: reproducible)."""
+def manifest(files: list[RenderedFile], inv: Inventory, *, bootstrap_retired: bool = False,
+             images: Mapping[str, object] | None = None) -> RenderedFile:
+    """manifest.json: every file with its sha256 and mode (no timestamps: reproducible).
+
+    `images`: the RHCOS files `upi images` staged, carried over as they were recorded.
+    """
     doc: dict[str, object] = {
         "upi": __version__,
         "cluster": inv.cluster.domain,
@@ -140,6 +143,8 @@ def manifest(files: list[RenderedFile], inv: Inventory, *, bootstrap_retired: bo
     if bootstrap_retired:
         doc["bootstrap_retired"] = True
     doc["files"] = {f.path: {"sha256": f.sha256, "mode": f"{f.mode:04o}"} for f in files}
+    if images:
+        doc["images"] = dict(sorted(images.items()))
     return _file(MANIFEST, json.dumps(doc, indent=2) + "\n")
 
 
@@ -149,7 +154,8 @@ def install_config_yaml(inv: Inventory) -> str:
 
 
 def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
-                     retire_bootstrap: bool = False) -> list[RenderedFile]:
+                     retire_bootstrap: bool = False,
+                     images: Mapping[str, object] | None = None) -> list[RenderedFile]:
     """Every file of the render layout plus `extra` (e.g. boot loaders), manifest.json last.
 
     `retire_bootstrap`: after bootstrap-complete the HAProxy pools leave the
@@ -168,4 +174,4 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
         *(_file(path, text) for path, text in gpu_files(inv)),
         *extra,
     ]
-    return [*files, manifest(files, inv, bootstrap_retired=retire_bootstrap)]
+    return [*files, manifest(files, inv, bootstrap_retired=retire_bootstrap, images=images)]

@@ -11,7 +11,7 @@ from typer.core import TyperGroup
 from upi import console
 
 # `upi --help` lists the commands in the order of an install, not alphabetically.
-WORKFLOW = ["validate", "schema", "render", "ignition", "push", "check", "boot-vms",
+WORKFLOW = ["validate", "schema", "render", "images", "ignition", "push", "check", "boot-vms",
             "approve-csr", "wait", "gpu"]
 
 

@@ -14,6 +14,7 @@ from upi.render import RenderedFile, render_inventory
 from upi.writer import (
     Change,
     manifest_files,
+    manifest_images,
     plan,
     previous_files,
     previous_manifest,
@@ -68,7 +69,10 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
     """
     inv = load_inventory(inventory)
     extra = stage_bootloaders() if bootloaders else kept_bootloaders(out, previous_files(out))
-    files: list[RenderedFile] = render_inventory(inv, extra, retire_bootstrap=retire_bootstrap)
+    # RHCOS files staged by `upi images` stay, recorded as they were (not re-read: they are large).
+    images = manifest_images(previous_manifest(out))
+    files: list[RenderedFile] = render_inventory(inv, extra, retire_bootstrap=retire_bootstrap,
+                                                 images=images)
     changes = plan(out, files)
     text = unified_diff(out, files, changes) if diff else None
     notes = warnings(inv)  # the inventory's own (validate prints them too)
