@@ -7,7 +7,7 @@ from pathlib import Path
 from upi.images.fetch import source_for
 from upi.images.stage import ImagesResult, Progress, Staged, stage_images, wanted_images
 from upi.images.stream import Stream, read_stream
-from upi.installer import Installer, locate
+from upi.installer import Installer, locate, version_warnings
 from upi.inventory import load_inventory
 
 __all__ = ["ImagesResult", "Staged", "Stream", "images", "wanted_images"]
@@ -20,4 +20,6 @@ def images(inventory: Path, out: Path, src: str, *, installer: Path | None = Non
     source = source_for(src)
     binary = locate(installer, version=inv.cluster.openshift_version)
     name = Installer(binary, out).version()
-    return stage_images(inv, out, source, read_stream(binary), name, on_progress)
+    result = stage_images(inv, out, source, read_stream(binary), name, on_progress)
+    result.warnings[:0] = version_warnings(inv, name)
+    return result
