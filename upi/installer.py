@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from upi.errors import CommandError, UsageError
-from upi.inventory.model import Inventory
 from upi.installer_log import display, parse_line
+from upi.inventory.model import Inventory
 from upi.runner import Streamed, run, stream
 
 PROGRAM = "openshift-install"

@@ -89,6 +89,24 @@ def _boot(inv: Inventory) -> list[RenderedFile]:
     return out
 
 
+def _firewall(inv: Inventory) -> list[RenderedFile]:
+    from upi.facts.firewall import http_port, load_balancer_openings, provisioner_openings
+
+    prov = inv.provisioner
+    shared = prov.ip == inv.load_balancer.ip
+    ctx = {**_common(inv), "shared": shared}
+    return [
+        _file("firewall/provisioner.sh", render_template(
+            "firewall/provisioner.sh.j2", **ctx, ip=prov.ip, lb_ip=inv.load_balancer.ip,
+            interface=prov.interface, openings=provisioner_openings(inv), tftp_root=prov.tftp_root,
+            http_root=prov.http_root, dnsmasq_dir=prov.dnsmasq_dir, http_port=http_port(inv)),
+            SCRIPT),
+        _file("firewall/load-balancer.sh", render_template(
+            "firewall/load-balancer.sh.j2", **ctx, ip=inv.load_balancer.ip, prov_ip=prov.ip,
+            openings=load_balancer_openings(inv)), SCRIPT),
+    ]
+
+
 def boot_files(inv: Inventory) -> list[RenderedFile]:
     """The tftp/ boot files (per-MAC and fallbacks) as render writes them: `upi check tftp`."""
     return _boot(inv)
@@ -169,6 +187,7 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
         _dhcp(inv),
         *_boot(inv),
         haproxy_cfg(inv, include_bootstrap=not retire_bootstrap),
+        *_firewall(inv),
         *_vms(inv),
         *_csr(inv),
         *(_file(path, text) for path, text in gpu_files(inv)),
