@@ -65,7 +65,8 @@ def show(report: GpuReport, *, as_json: bool) -> None:
     if report.nodes:
         console.print_table("GPU nodes", COLUMNS, [
             [n.node, n.label or "-", n.product or "-",
-             f"{n.expected if n.expected is not None else 'any'}/{n.allocatable}", n.driver or "-",
+             f"{n.expected if n.expected is not None else 'any'}/{n.allocatable}"
+             + (f" (MIG {n.mig})" if n.mig else ""), n.driver or "-",
              n.validation, f"{n.seconds:.1f}"] for n in report.nodes])
     if report.diagnosis is not None:
         console.error(report.diagnosis.text())

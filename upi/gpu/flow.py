@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from upi.errors import ClusterError
 from upi.gpu.install import apply_all, install_operator, instances, resolve_channel, wait_policy_ready
 from upi.gpu.kube import Kube
+from upi.gpu.mig import wait_mig
 from upi.gpu.objects import Obj, dump, namespace, operator_group, packages, subscription
 from upi.gpu.preflight import Check, preflight
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
@@ -84,7 +85,7 @@ def run_gpu(
     except ClusterError as exc:  # the API failed mid-run: name the stage it failed in
         report.diagnosis = Diagnosis(
             report.stage or "pre-flight", "the API server", str(exc),
-            "check the cluster answers (oc get clusterversion), then run again: every step is idempotent",
+            fix="check the cluster answers (oc get clusterversion), then run again: every step is idempotent",
         )
     if report.diagnosis is not None:
         reporter.stage(report.stage or STAGES[0], "failed")
@@ -128,7 +129,7 @@ def _run(
     failed = [c for c in report.checks if not c.ok]
     if failed:
         first = failed[0]
-        raise GpuFailed(Diagnosis("pre-flight", first.name, first.detail, first.fix))
+        raise GpuFailed(Diagnosis("pre-flight", first.name, first.detail, fix=first.fix))
     reporter.stage("pre-flight", "done")
     if report.dry_run:
         report.planned = plan(inv, kube)
@@ -148,6 +149,7 @@ def _run(
     reporter.stage("operands", "done")
     reporter.stage("ClusterPolicy ready", "started")
     wait_policy_ready(kube, gpu.operator_namespace, clock)
+    wait_mig(kube, inv, gpu.operator_namespace, clock, reporter)
     reporter.stage("ClusterPolicy ready", "done")
     reporter.stage("verify nodes", "started")
     report.nodes = list(check_labels(kube, inv, clock).values())
