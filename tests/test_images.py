@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from certs import Issued, issue, make_ca
 from check_helpers import free_port
 from conftest import require
 
@@ -50,7 +51,7 @@ http {{
     client_body_temp_path {work}/tmp; proxy_temp_path {work}/tmp; fastcgi_temp_path {work}/tmp;
     uwsgi_temp_path {work}/tmp; scgi_temp_path {work}/tmp;
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port}{tls};
         root {root};
     }}
 }}
@@ -63,15 +64,20 @@ def fake_bytes(name: str) -> bytes:
 
 
 @contextlib.contextmanager
-def nginx(root: Path, work: Path) -> Iterator[tuple[str, Path]]:
-    """A real nginx serving `root` on a loopback port; yields its base URL and access log."""
+def nginx(root: Path, work: Path, cert: Issued | None = None) -> Iterator[tuple[str, Path]]:
+    """A real nginx serving `root` on a loopback port (HTTPS with `cert`); yields base URL and log."""
     program = require("nginx")
     work.mkdir(parents=True, exist_ok=True)
     (work / "tmp").mkdir(exist_ok=True)
+    tls = ""
+    if cert is not None:
+        (work / "server.pem").write_bytes(cert.cert_pem)
+        (work / "server.key").write_bytes(cert.key_pem)
+        tls = f" ssl; ssl_certificate {work}/server.pem; ssl_certificate_key {work}/server.key"
     for _ in range(5):
         port = free_port()
         conf = work / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(work=work, port=port, root=root))
+        conf.write_text(NGINX_CONF.format(work=work, port=port, root=root, tls=tls))
         proc = subprocess.Popen([program, "-c", str(conf), "-p", str(work)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         end = time.monotonic() + 10
@@ -87,7 +93,8 @@ def nginx(root: Path, work: Path) -> Iterator[tuple[str, Path]]:
     else:
         raise AssertionError("nginx found no free port")
     try:
-        yield f"http://127.0.0.1:{port}/rhcos/4.19", work / "access.log"
+        scheme = "https" if cert is not None else "http"
+        yield f"{scheme}://127.0.0.1:{port}/rhcos/4.19", work / "access.log"
     finally:
         proc.terminate()
         proc.wait(10)
@@ -300,3 +307,22 @@ def test_a_large_file_is_streamed_never_held_in_memory(tmp_path: Path, example_d
     assert [s.status for s in result.staged] == ["fetched"] * 3
     assert peak < 8 << 20, f"peak {peak:,} bytes while staging a 64 MiB file"
     shutil.rmtree(tmp_path / "out")
+
+
+def test_an_https_mirror_is_trusted_only_through_the_system_ca_store(
+        runner, example_dir: Path, tmp_path: Path, fake_openshift_install: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """TLS is verified: a mirror signed by an unknown CA is refused, then trusted via SSL_CERT_FILE."""
+    inv_path = inventory(example_dir, NAMES)
+    ca = make_ca("upi test mirror CA")
+    (tmp_path / "ca.pem").write_bytes(ca.cert_pem)
+    root = mirror(tmp_path, {n: fake_bytes(n) for n in NAMES.values()})
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "no-such-bundle.pem"))
+    with nginx(root, tmp_path / "nginx", issue(ca, "127.0.0.1", server=True)) as (url, _):
+        refused = run_images(runner, inv_path, tmp_path / "out", url)
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+        trusted = run_images(runner, inv_path, tmp_path / "out", url)
+    assert refused.exit_code == 1
+    assert "CERTIFICATE_VERIFY_FAILED" in refused.stderr and url in refused.stderr
+    assert trusted.exit_code == 0, trusted.output
+    assert (tmp_path / "out/http/rhcos" / NAMES["rootfs"]).read_bytes() == fake_bytes(NAMES["rootfs"])
