@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from upi.writer import (
     unified_diff,
     write_tree,
 )
+
+log = logging.getLogger(__name__)
 
 
 def summary(inv: Inventory) -> dict[str, Any]:
@@ -74,6 +77,8 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
     files: list[RenderedFile] = render_inventory(inv, extra, retire_bootstrap=retire_bootstrap,
                                                  images=images)
     changes = plan(out, files)
+    for change in changes:
+        log.debug("%s: %s", change.path, change.status)
     text = unified_diff(out, files, changes) if diff else None
     notes = warnings(inv)  # the inventory's own (validate prints them too)
     refused = manifest_files(previous_manifest(out))[1]
@@ -92,8 +97,6 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
 
 def schema() -> str:
     """The inventory's JSON Schema, for editors (yaml-language-server)."""
-    doc = Inventory.model_json_schema(mode="validation")
-    doc["properties"].pop("source", None)
-    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    doc["title"] = "upi inventory"
-    return json.dumps(doc, indent=2) + "\n"
+    from upi.inventory.schema import inventory_schema
+
+    return json.dumps(inventory_schema(), indent=2) + "\n"
