@@ -106,7 +106,7 @@ def images(
     src: Annotated[str, typer.Option(
         "--from", metavar="SRC", show_default=False,
         help="A directory holding the downloaded RHCOS files, or an http(s):// mirror URL "
-        "(BASE/<file name>; BASE/sha256sum.txt is read when present).")],
+        "(files fetched as SRC/NAME; SRC/sha256sum.txt is read when present).")],
     openshift_install: Annotated[Path | None, typer.Option(
         "--openshift-install", metavar="PATH",
         help="The installer binary (default: $UPI_OPENSHIFT_INSTALL, then PATH).")] = None,
