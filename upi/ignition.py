@@ -189,8 +189,15 @@ def _keep_private(assets: Path) -> None:
 
 
 def _clear_old_install(assets: Path, *, force: bool, clock: Clock) -> Path | None:
-    """Refuse an ASSETS dir with an older install's state; with `force`, move it aside."""
-    if not (assets / STATE_FILE).exists():
+    """Refuse an ASSETS dir with an older install's state; with `force`, move it aside.
+
+    With `force` a failed run's leftovers go too, state file or not: a run refused at
+    `create manifests` leaves only the installer's log, which holds the whole pull secret.
+    """
+    names = {*INSTALL_OUTPUTS, *(p.name for pattern in INSTALL_OUTPUT_PATTERNS
+                                 for p in assets.glob(pattern))}
+    present = sorted(n for n in names if (assets / n).exists() or (assets / n).is_symlink())
+    if not (assets / STATE_FILE).exists() and not (force and present):
         return None
     if not force:
         raise UsageError(
@@ -200,11 +207,8 @@ def _clear_old_install(assets: Path, *, force: bool, clock: Clock) -> Path | Non
     dest = assets / PREVIOUS_DIR / clock().strftime("%Y%m%dT%H%M%SZ")
     dest.mkdir(parents=True, exist_ok=True, mode=0o700)
     (assets / PREVIOUS_DIR).chmod(0o700)  # the old install's secrets move in here
-    names = {*INSTALL_OUTPUTS, *(p.name for pattern in INSTALL_OUTPUT_PATTERNS
-                                 for p in assets.glob(pattern))}
-    for name in sorted(names):
-        if (assets / name).exists() or (assets / name).is_symlink():
-            (assets / name).replace(dest / name)
+    for name in present:
+        (assets / name).replace(dest / name)
     return dest
 
 
