@@ -24,14 +24,17 @@ fi
 
 # SELinux: labels for what dnsmasq and the web server read, and the web server's port.
 if command -v selinuxenabled >/dev/null 2>&1 && selinuxenabled; then
+    tftp_root=/var/lib/tftpboot
+    http_root=/var/www/html
+    dnsmasq_dir=/etc/dnsmasq.d
     # dnsmasq (dnsmasq_t) serves TFTP only from tftpdir_t.
-    semanage fcontext -a -t tftpdir_t '/var/lib/tftpboot(/.*)?' 2>/dev/null \
-        || semanage fcontext -m -t tftpdir_t '/var/lib/tftpboot(/.*)?'
+    semanage fcontext -a -t tftpdir_t "$tftp_root(/.*)?" 2>/dev/null \
+        || semanage fcontext -m -t tftpdir_t "$tftp_root(/.*)?"
     # httpd/nginx (httpd_t) serve only httpd_sys_content_t: ignition and RHCOS files.
-    semanage fcontext -a -t httpd_sys_content_t '/var/www/html(/.*)?' 2>/dev/null \
-        || semanage fcontext -m -t httpd_sys_content_t '/var/www/html(/.*)?'
-    mkdir -p /var/lib/tftpboot /var/www/html
-    restorecon -R /var/lib/tftpboot /var/www/html /etc/dnsmasq.d
+    semanage fcontext -a -t httpd_sys_content_t "$http_root(/.*)?" 2>/dev/null \
+        || semanage fcontext -m -t httpd_sys_content_t "$http_root(/.*)?"
+    mkdir -p "$tftp_root" "$http_root"
+    restorecon -R "$tftp_root" "$http_root" "$dnsmasq_dir"
     # The web server may bind its port only when it is an http_port_t port (80 and 443 are).
     port=80
     if [ "$port" != 80 ] && [ "$port" != 443 ]; then
