@@ -41,6 +41,7 @@ DEFAULT_LEVEL = "info"
 class _State:
     level = LEVELS[DEFAULT_LEVEL]
     json_printed = False
+    json_lines = False  # the command streams one JSON object per line (approve-csr --json)
 
 
 _state = _State()
@@ -82,19 +83,32 @@ set_level(DEFAULT_LEVEL)
 
 
 def print_json(doc: Any) -> None:
-    """One JSON document on stdout."""
+    """One JSON document on stdout (one line of it when the command streams JSON lines)."""
     _state.json_printed = True
+    if _state.json_lines:
+        sys.stdout.write(json.dumps(doc, separators=(",", ":"), default=str) + "\n")
+        return
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
 
 
+def print_json_line(line: str) -> None:
+    """One already-encoded JSON object as one line; an error after it is one line too."""
+    _state.json_lines = True
+    sys.stdout.write(printable(line) + "\n")
+    sys.stdout.flush()
+
+
 def json_printed() -> bool:
-    """True once this run printed a JSON document (an error then adds none on stdout)."""
-    return _state.json_printed
+    """True once this run printed its JSON document (an error then adds none on stdout).
+
+    A stream of JSON lines is no one document: an error after it is one more line.
+    """
+    return _state.json_printed and not _state.json_lines
 
 
 def reset_output() -> None:
     """Forget what the previous command printed (one process may run several, as tests do)."""
-    _state.json_printed = False
+    _state.json_printed = _state.json_lines = False
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
