@@ -13,7 +13,7 @@ from upi.installed import installed_nodes, load_record, save_record, updated
 from upi.inventory import load_inventory
 from upi.inventory.rules import warnings
 from upi.render import RenderedFile, render_inventory
-from upi.writer import Change, manifest_files, previous_manifest, update_tree
+from upi.writer import Change, manifest_files, manifest_images, previous_manifest, update_tree
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,10 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
     before = load_record(out)
     record = updated(inv, before, add=installed, remove=reinstall, how=how)
     done, record_notes = installed_nodes(inv, record)
+    # RHCOS files staged by `upi images` stay, recorded as they were (not re-read: they are large).
+    images = manifest_images(last)
     files: list[RenderedFile] = render_inventory(inv, extra, retire_bootstrap=retire_bootstrap,
-                                                 installed=done)
+                                                 installed=done, images=images)
     notes = warnings(inv)  # the inventory's own (validate prints them too)
     if refused:
         notes.append(f"{out}/manifest.json names {len(refused)} path(s) outside it or unsafe "
