@@ -42,6 +42,7 @@ class _State:
     level = LEVELS[DEFAULT_LEVEL]
     json_printed = False
     json_lines = False  # the command streams one JSON object per line (approve-csr --json)
+    done = False  # the command finished and left nothing to clean up (finished())
 
 
 _state = _State()
@@ -108,7 +109,21 @@ def json_printed() -> bool:
 
 def reset_output() -> None:
     """Forget what the previous command printed (one process may run several, as tests do)."""
-    _state.json_printed = _state.json_lines = False
+    _state.json_printed = _state.json_lines = _state.done = False
+
+
+def finished() -> None:
+    """The command succeeded and started no thread, child or temp file: teardown may be skipped.
+
+    Freeing every object of a 20,000-node render one by one at exit takes
+    about as long as writing its files; `upi.cli.main` ends such a process at once.
+    """
+    _state.done = True
+
+
+def is_finished() -> bool:
+    """True once the command called finished()."""
+    return _state.done
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:

@@ -14,6 +14,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -24,6 +25,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO planted where a file should be must not hang.
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 MAX_COMPONENTS = 64
+_CONTROL = re.compile("[\x00-\x1f\x7f]")  # relpath's refusal, one scan (5,000 paths a render)
 MAX_PATH = 1024
 
 
@@ -40,7 +42,7 @@ def relpath(value: object) -> str | None:
     """
     if not isinstance(value, str) or not value or len(value.encode(errors="replace")) > MAX_PATH:
         return None
-    if value.startswith("/") or "\\" in value or any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if value.startswith("/") or "\\" in value or _CONTROL.search(value):
         return None
     parts = value.split("/")
     if len(parts) > MAX_COMPONENTS or any(p in ("", ".", "..") for p in parts):

@@ -54,12 +54,20 @@ class LineBreakInValue(ValueError):
 _BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
+_PASSED = (Block, int, float)
+
+
 def _one_line(value: Any) -> Any:
     """Every `{{ value }}` stays on its line: no template can emit a new line or directive.
 
-    Validation refuses such values first; this is the second wall.
+    Validation refuses such values first; this is the second wall. Called for
+    every value of every file (115,000 times for 5,000 nodes): a printable
+    string, by far the most common, passes on one C-level test.
     """
-    if isinstance(value, Block | int | float) or value is None:
+    if type(value) is str:
+        if value.isprintable():  # no control character, no U+2028/9 (neither is printable)
+            return value
+    elif value is None or isinstance(value, _PASSED):
         return value
     match = _BREAKS.search(str(value))
     if match:

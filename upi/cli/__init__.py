@@ -8,7 +8,11 @@ their commands, in the order `upi --help` lists them.
 from __future__ import annotations
 
 import gc
+import logging
+import os
+import sys
 
+from upi import console
 from upi.cli import about, check, files, gpu, machines, metal  # noqa: F401  (they register their commands)
 from upi.cli.base import UpiGroup, adopt, app
 
@@ -25,4 +29,20 @@ def main() -> None:
     # and passes are made 70x rarer. Long-running commands still collect.
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
-    app(prog_name="upi")
+    try:
+        app(prog_name="upi")
+    except SystemExit as exc:
+        if console.is_finished() and isinstance(exc.code, int | None):
+            _exit_now(exc.code or 0)
+        raise
+
+
+def _exit_now(code: int) -> None:
+    """End the process without freeing every object one by one (console.finished())."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # e.g. a closed pipe: let the interpreter report it as it always does
+        return
+    logging.shutdown()
+    os._exit(code)

@@ -25,6 +25,7 @@ def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
     doc = summary(load_inventory(inventory))
     if as_json:
         console.print_json(doc)
+        console.finished()
         return
     console.say(f"{inventory}: valid. {doc['cluster']}, OpenShift {doc['openshift_version']}, "
                 f"{doc['network_type']}, {doc['topology']} topology")
@@ -32,6 +33,7 @@ def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
     console.print_table(None, cols, ([n[c] for c in cols] for n in doc["nodes"]))
     for w in doc["warnings"]:
         console.warn(w)
+    console.finished()
 
 
 @app.command(
@@ -92,6 +94,7 @@ def render(
         console.print_table(None, ["file", "status"], rows)
     verb = "would write" if not result.written else "wrote"
     console.say(f"{verb} {out}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    console.finished()
 
 
 @app.command(epilog="\b\nExample:\n  upi schema > inventory.schema.json")
