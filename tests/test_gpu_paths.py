@@ -379,3 +379,13 @@ def test_a_cluster_policy_with_an_empty_spec_is_refused_by_the_real_schema() -> 
                             "metadata": {"name": "gpu-cluster-policy"}, "spec": {}})
     assert "spec: 'driver' is a required property" in errors
     assert "spec: 'operator' is a required property" in errors
+
+
+def test_an_inventory_without_gpu_nodes_is_bad_input(runner, tmp_path: Path,
+                                                     cluster: FakeGpuCluster) -> None:
+    inv = gpu_inventory(tmp_path)
+    inv.write_text(inv.read_text().replace("gpu: true, gpus: 8", "gpu: false"))
+    result = runner.invoke(app, gpu_args(inv, cluster))
+    assert result.exit_code == 2
+    assert result.stderr == f"upi: error: {inv} marks no node gpu: true; upi gpu has nothing to set up\n"
+    assert cluster.api.requests == []
