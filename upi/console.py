@@ -8,11 +8,12 @@ same level governs. Errors are always shown.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 # Control characters a terminal acts on (ESC sequences, CR overwriting a line,
@@ -150,3 +151,35 @@ def error(message: str) -> None:
 def say_err(message: str) -> None:
     """A line on stderr (continuation of an error)."""
     sys.stderr.write(printable(message) + "\n")
+
+
+@contextlib.contextmanager
+def transfer_progress() -> Iterator[Callable[[str, int, int | None], None]]:
+    """A progress bar per file on a terminal (stderr); without a terminal, nothing at all.
+
+    Yields `update(name, done_bytes, total_bytes_or_None)`.
+    """
+    if not sys.stderr.isatty():
+        yield lambda name, done, total: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=False) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(name: str, done: int, total: int | None) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(printable(name), total=total)
+            bar.update(tasks[name], completed=done, total=total)
+
+        yield update

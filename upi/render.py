@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from upi import __version__
@@ -89,6 +89,24 @@ def _boot(inv: Inventory, installed: frozenset[str] = frozenset()) -> list[Rende
     return out
 
 
+def _firewall(inv: Inventory) -> list[RenderedFile]:
+    from upi.facts.firewall import http_port, load_balancer_openings, provisioner_openings
+
+    prov = inv.provisioner
+    shared = prov.ip == inv.load_balancer.ip
+    ctx = {**_common(inv), "shared": shared}
+    return [
+        _file("firewall/provisioner.sh", render_template(
+            "firewall/provisioner.sh.j2", **ctx, ip=prov.ip, lb_ip=inv.load_balancer.ip,
+            interface=prov.interface, openings=provisioner_openings(inv), tftp_root=prov.tftp_root,
+            http_root=prov.http_root, dnsmasq_dir=prov.dnsmasq_dir, http_port=http_port(inv)),
+            SCRIPT),
+        _file("firewall/load-balancer.sh", render_template(
+            "firewall/load-balancer.sh.j2", **ctx, ip=inv.load_balancer.ip, prov_ip=prov.ip,
+            openings=load_balancer_openings(inv)), SCRIPT),
+    ]
+
+
 def boot_file(e: BootEntry, *, installed: bool = False) -> RenderedFile:
     """One node's per-MAC file: the RHCOS installer, or (installed) its own disk."""
     bios = e.firmware is Firmware.bios
@@ -140,9 +158,12 @@ def _file(path: str, text: str, mode: int = PUBLIC) -> RenderedFile:
     return RenderedFile(path, text.encode(), mode)
 
 
-def manifest(files: list[RenderedFile], inv: Inventory, *, bootstrap_retired: bool = False
-             ) -> RenderedFile:
-    """manifest.json: every file with its sha256 and mode (no timestamps: reproducible)."""
+def manifest(files: list[RenderedFile], inv: Inventory, *, bootstrap_retired: bool = False,
+             images: Mapping[str, object] | None = None) -> RenderedFile:
+    """manifest.json: every file with its sha256 and mode (no timestamps: reproducible).
+
+    `images`: the RHCOS files `upi images` staged, carried over as they were recorded.
+    """
     doc: dict[str, object] = {
         "upi": __version__,
         "cluster": inv.cluster.domain,
@@ -151,6 +172,8 @@ def manifest(files: list[RenderedFile], inv: Inventory, *, bootstrap_retired: bo
     if bootstrap_retired:
         doc["bootstrap_retired"] = True
     doc["files"] = {f.path: {"sha256": f.sha256, "mode": f"{f.mode:04o}"} for f in files}
+    if images:
+        doc["images"] = dict(sorted(images.items()))
     return _file(MANIFEST, json.dumps(doc, indent=2) + "\n")
 
 
@@ -161,12 +184,14 @@ def install_config_yaml(inv: Inventory) -> str:
 
 def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
                      retire_bootstrap: bool = False,
+                     images: Mapping[str, object] | None = None,
                      installed: frozenset[str] = frozenset()) -> list[RenderedFile]:
     """Every file of the render layout plus `extra` (e.g. boot loaders), manifest.json last.
 
     `retire_bootstrap`: after bootstrap-complete the HAProxy pools leave the
     bootstrap out, and manifest.json says so (`upi wait` renders this way).
     `installed`: nodes whose per-MAC file boots their disk (upi.installed).
+    `images`: the RHCOS files `upi images` recorded, kept in manifest.json.
     """
     config = install_config_yaml(inv)
     files = [
@@ -176,9 +201,10 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
         _dhcp(inv),
         *_boot(inv, installed),
         haproxy_cfg(inv, include_bootstrap=not retire_bootstrap),
+        *_firewall(inv),
         *_vms(inv),
         *_csr(inv),
         *(_file(path, text) for path, text in gpu_files(inv)),
         *extra,
     ]
-    return [*files, manifest(files, inv, bootstrap_retired=retire_bootstrap)]
+    return [*files, manifest(files, inv, bootstrap_retired=retire_bootstrap, images=images)]

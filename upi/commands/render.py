@@ -17,6 +17,7 @@ from upi.render import RenderedFile, render_inventory
 from upi.writer import (
     Change,
     manifest_files,
+    manifest_images,
     plan,
     previous_files,
     previous_manifest,
@@ -80,8 +81,10 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
     before = load_record(out)
     record = updated(inv, before, add=installed, remove=reinstall, how=how)
     done, record_notes = installed_nodes(inv, record)
+    # RHCOS files staged by `upi images` stay, recorded as they were (not re-read: they are large).
+    images = manifest_images(previous_manifest(out))
     files: list[RenderedFile] = render_inventory(inv, extra, retire_bootstrap=retire_bootstrap,
-                                                 installed=done)
+                                                 installed=done, images=images)
     changes = plan(out, files)
     for change in changes:
         log.debug("%s: %s", change.path, change.status)
