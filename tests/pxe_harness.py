@@ -30,6 +30,11 @@ BOOT_TIMEOUT = 150.0
 LOADER_FAILURES = ("grub> ", "\rboot: ", "Could not find kernel image", "Press any key to continue",
                    "Failed to boot", " failed: ", "PXE-E")
 KERNEL_FAILURES = ("Kernel panic",)
+# The firmware moving past the network once the loader handed back (LOCALBOOT 0, GRUB `exit`):
+# pxelinux says so itself (then SeaBIOS tries floppy, CD and disk, each "Boot failed: ..." in
+# these diskless VMs); OVMF, out of boot entries, starts its own setup menu (UiApp).
+LOCAL_BOOT_SIGNS = ("Booting from local disk", '"UiApp" from')
+_ANSI = re.compile(r"\x1b\[[0-9;?=]*[A-Za-z]")
 INIT_SCRIPT = """#!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sysfs /sys
@@ -134,7 +139,8 @@ def dnsmasq_conf(rendered: Path, workdir: Path, tftp: Path) -> Path:
 
 @dataclass
 class Outcome:
-    """How one boot ended: `cmdline` (init printed it), `failed`, `exited` or `timeout`."""
+    """How one boot ended: `cmdline` (init printed it), `local` (handed back to the firmware), `failed`,
+    `exited` or `timeout`."""
 
     kind: str
     detail: str
@@ -150,6 +156,10 @@ def read_outcome(serial: str, elapsed: float, exited: bool, timeout: float) -> O
     if found:
         return Outcome("cmdline", "init ran", elapsed, serial, found.group(1).strip(), found.group(2))
     loader_part = serial.split("Linux version ", 1)[0]
+    plain = _ANSI.sub("", loader_part)  # pxelinux moves the cursor in the middle of its words
+    for pattern in LOCAL_BOOT_SIGNS:
+        if pattern in plain:
+            return Outcome("local", pattern, elapsed, serial)
     for pattern in LOADER_FAILURES:
         if pattern in loader_part:
             return Outcome("failed", pattern.strip(), elapsed, serial)

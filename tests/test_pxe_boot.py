@@ -81,11 +81,11 @@ def kit() -> Kit:
                build_initramfs(Path(require("busybox"))))
 
 
-def _prepare(name: str, work: Path, kit: Kit) -> tuple[Inventory, dict[str, BootEntry], Path]:
+def _prepare(name: str, work: Path, kit: Kit, *extra: str) -> tuple[Inventory, dict[str, BootEntry], Path]:
     """Render with --bootloaders (as a user would) and add kernel, initramfs and fallbacks."""
     out = work / "out"
     result = CliRunner().invoke(app, ["render", str(inventory_path(name)), "-o", str(out),
-                                      "--bootloaders"])
+                                      "--bootloaders", *extra])
     assert result.exit_code == 0, result.output
     inv = load_inventory(inventory_path(name))
     entries = {e.node.name: e for e in boot_entries(inv)}
@@ -128,6 +128,15 @@ def misbooted(tmp_path_factory: pytest.TempPathFactory, kit: Kit) -> Round:
     (tftp / "grub.cfg-01-52-54-00-7a-00-13").write_text("menuentry 'broken' {\n")
     clients = [("stray", "bios", STRAY_MAC), ("cp-0", "bios", entries["cp-0"].node.mac),
                ("cp-2", "uefi", entries["cp-2"].node.mac)]
+    return _run_round(work, kit, inv, entries, tftp, clients)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory, kit: Kit) -> Round:
+    """compact with cp-0 (BIOS) and cp-2 (UEFI) recorded installed: their per-MAC files boot disk."""
+    work = tmp_path_factory.mktemp("pxe-installed")
+    inv, entries, tftp = _prepare("compact", work, kit, "--installed", "cp-0", "--installed", "cp-2")
+    clients = [(n, entries[n].firmware.value, entries[n].node.mac) for n in ("cp-0", "cp-2")]
     return _run_round(work, kit, inv, entries, tftp, clients)
 
 
@@ -207,3 +216,14 @@ def test_the_lab_leaves_no_namespace_or_process_behind(booted: Round) -> None:
     namespaces = run(["ip", "netns", "list"], timeout=10).stdout.split()
     assert booted.ns not in namespaces
     assert all(code is not None for code in booted.exit_codes)
+
+
+@pytest.mark.parametrize("name", ["cp-0", "cp-2"])  # BIOS (pxelinux LOCALBOOT 0), UEFI (GRUB exit)
+def test_installed_node_fetches_its_file_but_never_the_rhcos_kernel(installed: Round, name: str) -> None:
+    e = installed.entries[name]
+    sent = installed.sent_to(str(e.node.ip))
+    assert e.config_path.removeprefix("tftp/") in sent, sent  # it did network-boot, with its own file
+    assert not sent & {e.kernel, e.initrd}, sent
+    outcome = installed.outcomes[name]
+    assert outcome.kind == "local", f"{outcome.kind}: {outcome.detail}\n{outcome.serial[-2000:]}"
+    assert outcome.cmdline is None

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from upi import __version__
-from upi.facts import VmSpec, boot_entries, dns_records, host_entries, lb_pools, vm_specs
+from upi.facts import BootEntry, VmSpec, boot_entries, dns_records, host_entries, lb_pools, vm_specs
 from upi.facts.boot import GRUB_FALLBACK, GRUB_IMAGE, PXELINUX_FALLBACK, PXELINUX_IMAGE
 from upi.facts.installconfig import install_config
 from upi.gpu.objects import render_files as gpu_files
@@ -79,20 +79,29 @@ def _dhcp(inv: Inventory) -> RenderedFile:
     return _file("dnsmasq/dhcp-pxe.conf", render_template("dnsmasq/dhcp-pxe.conf.j2", **ctx))
 
 
-def _boot(inv: Inventory) -> list[RenderedFile]:
+def _boot(inv: Inventory, installed: frozenset[str] = frozenset()) -> list[RenderedFile]:
     out = [
         _file(PXELINUX_FALLBACK, render_template("tftp/pxelinux-default.j2", **_common(inv))),
         _file(GRUB_FALLBACK, render_template("tftp/grub-default.j2", **_common(inv))),
     ]
     for e in boot_entries(inv):
-        name = "tftp/pxelinux.cfg.j2" if e.firmware is Firmware.bios else "tftp/grub.cfg.j2"
-        out.append(_file(e.config_path, render_template(name, e=e)))
+        out.append(boot_file(e, installed=e.node.name in installed))
     return out
 
 
-def boot_files(inv: Inventory) -> list[RenderedFile]:
+def boot_file(e: BootEntry, *, installed: bool = False) -> RenderedFile:
+    """One node's per-MAC file: the RHCOS installer, or (installed) its own disk."""
+    bios = e.firmware is Firmware.bios
+    if installed:
+        name = "tftp/pxelinux-local.j2" if bios else "tftp/grub-local.j2"
+        return _file(e.config_path, render_template(name, node=e.node))
+    name = "tftp/pxelinux.cfg.j2" if bios else "tftp/grub.cfg.j2"
+    return _file(e.config_path, render_template(name, e=e))
+
+
+def boot_files(inv: Inventory, installed: frozenset[str] = frozenset()) -> list[RenderedFile]:
     """The tftp/ boot files (per-MAC and fallbacks) as render writes them: `upi check tftp`."""
-    return _boot(inv)
+    return _boot(inv, installed)
 
 
 def haproxy_cfg(inv: Inventory, *, include_bootstrap: bool = True) -> RenderedFile:
@@ -151,11 +160,13 @@ def install_config_yaml(inv: Inventory) -> str:
 
 
 def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
-                     retire_bootstrap: bool = False) -> list[RenderedFile]:
+                     retire_bootstrap: bool = False,
+                     installed: frozenset[str] = frozenset()) -> list[RenderedFile]:
     """Every file of the render layout plus `extra` (e.g. boot loaders), manifest.json last.
 
     `retire_bootstrap`: after bootstrap-complete the HAProxy pools leave the
     bootstrap out, and manifest.json says so (`upi wait` renders this way).
+    `installed`: nodes whose per-MAC file boots their disk (upi.installed).
     """
     config = install_config_yaml(inv)
     files = [
@@ -163,7 +174,7 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
         _file("install-config.yaml.orig", config, SECRET),
         *_dns(inv),
         _dhcp(inv),
-        *_boot(inv),
+        *_boot(inv, installed),
         haproxy_cfg(inv, include_bootstrap=not retire_bootstrap),
         *_vms(inv),
         *_csr(inv),

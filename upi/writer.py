@@ -28,8 +28,9 @@ from upi.render import MANIFEST, RenderedFile
 from upi.safefs import DIR_MODE, Tree, UnsafePath, relpath, shown, syncfs, write_all
 
 Status = Literal["new", "changed", "unchanged", "removed"]
-# Subtrees other upi commands own inside a render dir (upi ignition stages http/).
-OWNED_ELSEWHERE = ("http/",)
+# Paths other upi commands own inside a render dir (upi ignition stages http/;
+# installed.json is the record of installed nodes, upi.installed).
+OWNED_ELSEWHERE = ("http/", "installed.json")
 STAGING_PREFIX = ".upi-staging-"
 JOURNAL = ".upi-commit"  # in a staging dir: present = complete, to be renamed into place
 MANIFEST_LIMIT = 64 << 20

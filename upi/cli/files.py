@@ -37,7 +37,8 @@ def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
 @app.command(
     epilog="\b\nExamples:\n  upi render inventories/dgxpod.yaml -o out/dgxpod\n"
     "  upi render inventories/dgxpod.yaml -o out/dgxpod --dry-run --diff\n"
-    "  upi render inventories/dgxpod.yaml -o out/dgxpod --bootloaders"
+    "  upi render inventories/dgxpod.yaml -o out/dgxpod --bootloaders\n"
+    "  upi render inventories/dgxpod.yaml -o out/dgxpod --reinstall worker-1"
 )
 def render(
     inventory: InventoryArg,
@@ -60,14 +61,23 @@ def render(
         typer.Option("--retire-bootstrap", help="HAProxy without the bootstrap (after "
                      "bootstrap-complete; upi wait does this in its render dir)."),
     ] = False,
+    installed: Annotated[list[str] | None, typer.Option(
+        "--installed", metavar="NODE", help="Record NODE as installed: its PXE file boots its disk "
+        "(upi wait does this as nodes join); repeatable (default: none).", show_default=False)] = None,
+    reinstall: Annotated[list[str] | None, typer.Option(
+        "--reinstall", metavar="NODE", help="Put NODE back to installing: its PXE file runs the "
+        "RHCOS installer again; repeatable (default: none).", show_default=False)] = None,
 ) -> None:
     """Write every config file of the install (layout in docs/render.md)."""
     from upi.commands.render import render as do_render
 
     result = do_render(inventory, out, diff=diff, force=force, dry_run=dry_run,
-                       bootloaders=bootloaders, retire_bootstrap=retire_bootstrap)
+                       bootloaders=bootloaders, retire_bootstrap=retire_bootstrap,
+                       installed=installed or (), reinstall=reinstall or ())
     for note in result.warnings:
         console.warn(note)
+    if result.installed:
+        console.say("installed, PXE boots their disk: " + ", ".join(sorted(result.installed)))
     if result.diff:
         console.say(result.diff.rstrip("\n"))
     counts = {s: sum(1 for c in result.changes if c.status == s)
