@@ -214,20 +214,46 @@ class Tree:
         os.replace(sname, dname, src_dir_fd=sdfd, dst_dir_fd=ddfd)
 
     def walk(self, rel: str = "") -> list[tuple[str, os.stat_result]]:
-        """Every non-directory entry below `rel` (links included, never followed)."""
+        """Every non-directory entry below `rel` (links included, never followed).
+
+        A tree nested deeper than MAX_COMPONENTS is refused (UnsafePath), not
+        walked until the stack or the file descriptors run out.
+        """
         dfd = self.dir_fd(rel)
         if dfd is None:
             return []
         found: list[tuple[str, os.stat_result]] = []
+        self._walk(dfd, rel, rel.count("/") + bool(rel), found)
+        return found
+
+    def _walk(self, dfd: int, rel: str, depth: int, found: list[tuple[str, os.stat_result]]) -> None:
+        if depth >= MAX_COMPONENTS:
+            raise self._refuse(rel, f"nested more than {MAX_COMPONENTS} directories deep")
         with os.scandir(dfd) as entries:
             names = [(e.name, e.stat(follow_symlinks=False)) for e in entries]
-        for name, st in names:
+        for name, st in sorted(names):
             child = f"{rel}/{name}" if rel else name
-            if stat.S_ISDIR(st.st_mode):
-                found.extend(self.walk(child))
-            else:
+            if not stat.S_ISDIR(st.st_mode):
                 found.append((child, st))
-        return found
+                continue
+            try:
+                cfd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+            except OSError as exc:  # replaced by a link or a file since the scan
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                    raise
+                found.append((child, os.stat(name, dir_fd=dfd, follow_symlinks=False)))
+                continue
+            try:
+                self._walk(cfd, child, depth + 1, found)
+            finally:
+                os.close(cfd)
+
+    def parent_of(self, rel: str) -> tuple[int, str]:
+        """The open directory holding `rel`, and its last component (UnsafePath on the way)."""
+        dfd, name = self._split(rel)
+        if dfd is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(self.root / rel))
+        return dfd, name
 
 
 class _NotRegular(Exception):
