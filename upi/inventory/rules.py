@@ -11,6 +11,7 @@ from upi.inventory.gpu import gpu_rules, gpu_warnings
 from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Role
 from upi.inventory.safety import safety_rules, safety_warnings, trust_bundle
 from upi.inventory.sanity import sanity_rules, sanity_warnings
+from upi.safefs import UnreadableFile, read_named_file, read_named_text
 
 Finding = tuple[tuple[str | int, ...], str]
 
@@ -195,35 +196,63 @@ def _files(inv: Inventory) -> Iterator[Finding]:
     yield from _ssh_key(inv)
     bundle = inv.cluster.additional_trust_bundle_file
     if bundle:
-        text = _read(inv, bundle)
+        text, why = _read(inv, bundle)
         if text is None:
-            yield ("cluster", "additional_trust_bundle_file"), f"cannot read {bundle}"
+            yield ("cluster", "additional_trust_bundle_file"), f"cannot read {bundle}: {why}"
         else:
             yield from trust_bundle(inv, text)
     for i, node in enumerate(inv.nodes):
-        if node.bmc and _read(inv, node.bmc.credentials_file) is None:
-            yield ("nodes", i, "bmc", "credentials_file"), f"cannot read {node.bmc.credentials_file}"
+        if node.bmc and (why := _read(inv, node.bmc.credentials_file)[1]):
+            yield ("nodes", i, "bmc", "credentials_file"), (
+                f"cannot read {node.bmc.credentials_file}: {why}")
+    yield from _ssh_files(inv)
 
 
-def _read(inv: Inventory, name: str) -> str | None:
+def _ssh_files(inv: Inventory) -> Iterator[Finding]:
+    """`push` reads known_hosts and identity_file: plain files, or (known_hosts) none yet."""
+    for section in ("provisioner", "load_balancer"):
+        ssh = getattr(inv, section).ssh
+        for field in ("known_hosts", "identity_file"):
+            name = getattr(ssh, field, None) if ssh else None
+            if not name:
+                continue
+            path = inv.resolve(name)
+            if field == "known_hosts" and not path.exists():
+                continue  # every host key is then unknown: push refuses and says how to add it
+            try:
+                read_named_file(path)
+            except UnreadableFile as exc:
+                yield (section, "ssh", field), f"cannot read {name}: {exc}"
+
+
+def _read(inv: Inventory, name: str) -> tuple[str | None, str]:
+    """The text of a file the inventory names, or None and why not.
+
+    Never hangs or runs out of memory: FIFOs, devices and huge files are
+    refused before they are read (safefs.read_named_text).
+    """
     try:
-        return inv.resolve(name).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+        return read_named_text(inv.resolve(name)), ""
+    except UnreadableFile as exc:
+        missing = not inv.resolve(name).exists()
+        return None, str(exc) + (" (relative paths start at the inventory's folder)" if missing else "")
 
 
 def _pull_secret(inv: Inventory) -> Iterator[Finding]:
     name = inv.cluster.pull_secret_file
     loc = ("cluster", "pull_secret_file")
-    text = _read(inv, name)
+    text, why = _read(inv, name)
     if text is None:
-        yield loc, f"cannot read {name} (relative paths start at the inventory's folder)"
+        yield loc, f"cannot read {name}: {why}"
         return
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         # Never echo the content: it is a secret.
         yield loc, f"{name} is not JSON (line {exc.lineno}); download it again from console.redhat.com"
+        return
+    except RecursionError:
+        yield loc, f"{name} is JSON nested too deeply to be a pull secret; download it again"
         return
     if not isinstance(data, dict) or not isinstance(data.get("auths"), dict) or not data["auths"]:
         yield loc, f"{name} has no \"auths\" registry credentials"
@@ -234,9 +263,9 @@ def _ssh_key(inv: Inventory) -> Iterator[Finding]:
 
     name = inv.cluster.ssh_key_file
     loc = ("cluster", "ssh_key_file")
-    text = _read(inv, name)
+    text, why = _read(inv, name)
     if text is None:
-        yield loc, f"cannot read {name} (relative paths start at the inventory's folder)"
+        yield loc, f"cannot read {name}: {why}"
         return
     if "PRIVATE KEY" in text:
         yield loc, f"{name} is a private key: name the .pub file"
