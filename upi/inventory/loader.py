@@ -15,6 +15,7 @@ from upi.inventory.model import Inventory
 from upi.inventory.quoting import unquoted_versions
 from upi.inventory.rules import check_rules
 from upi.inventory.yamlbounds import check_depth, check_graph, needs_graph_check
+from upi.safefs import UnreadableFile, read_named_text
 
 try:  # libyaml parses a 5,000-node inventory ~10x faster than pure Python, same marks
     from yaml import CSafeLoader as _BaseLoader
@@ -197,6 +198,9 @@ def parse_inventory(text: str, path: Path, *, check_files: bool = True) -> Inven
     return inv
 
 
+INVENTORY_LIMIT = 16 << 20
+
+
 def load_inventory(path: str | Path, *, check_files: bool = True) -> Inventory:
     """Read and validate an inventory file; raises InventoryError listing every problem.
 
@@ -204,10 +208,10 @@ def load_inventory(path: str | Path, *, check_files: bool = True) -> Inventory:
     (approve-csr, check) that run where those files are not deployed.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InventoryError([f"{path}: no such inventory file"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    if not path.exists():
+        raise InventoryError([f"{path}: no such inventory file"])
+    try:  # a FIFO or /dev/zero named as the inventory must not hang upi
+        text = read_named_text(path, INVENTORY_LIMIT)
+    except UnreadableFile as exc:
         raise InventoryError([f"{path}: cannot read the inventory: {exc}"]) from None
     return parse_inventory(text, path, check_files=check_files)
