@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 import stat
 from pathlib import Path
 
@@ -118,10 +119,7 @@ def _entry(where: str, path: object, meta: object) -> tuple[str, str, int]:
             "manifest.json is written by `upi render`; run it again")
     sha = meta.get("sha256") if isinstance(meta, dict) else None
     mode = meta.get("mode") if isinstance(meta, dict) else None
-    try:
-        bits = int(mode, 8) if isinstance(mode, str) else -1
-    except ValueError:
-        bits = -1
+    bits = int(mode, 8) if isinstance(mode, str) and re.fullmatch(r"[0-7]{3,4}", mode) else -1
     # Never group/other-writable, never setuid/setgid/sticky: render writes 0600, 0644, 0755.
     if not isinstance(sha, str) or not 0 <= bits <= 0o777 or bits & 0o022:
         raise UsageError(f"{where}: the entry {rel!r} has no valid sha256 and mode (0600/0644/0755): "

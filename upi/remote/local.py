@@ -8,6 +8,7 @@ from pathlib import Path
 
 from upi.errors import CommandError
 from upi.remote.base import SBIN_DIRS, Content, copy_into
+from upi.remote.errors import RemoteError
 from upi.runner import Result, run
 from upi.safefs import write_all
 
@@ -53,15 +54,18 @@ class LocalTransport:
         the link itself; then O_EXCL|O_NOFOLLOW: nothing is written through a
         link. Every byte is written (short writes retried) and flushed to disk.
         """
-        Path(path).unlink(missing_ok=True)
-        fd = os.open(Path(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     mode)
         try:
-            os.fchmod(fd, mode)  # the umask may have trimmed it
-            copy_into(_FdWriter(fd), content)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            Path(path).unlink(missing_ok=True)
+            fd = os.open(Path(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, mode)
+            try:
+                os.fchmod(fd, mode)  # the umask may have trimmed it
+                copy_into(_FdWriter(fd), content)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise RemoteError(f"local: cannot write {path}: {exc.strerror or exc}") from None
 
     def close(self) -> None:
         """Nothing to release."""
