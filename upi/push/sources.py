@@ -132,9 +132,10 @@ def _http_tree(tree: Tree, out: Path) -> list[tuple[str, LocalFile]]:
 
     Refused (exit 2), since each is published 0644 on the HTTP server: a
     symbolic link (it could point at a private key), anything but a regular
-    file, a name with control characters, and outside http/ignition/ (whose
-    Ignition configs are served by design, whatever their mode here) a file
-    others may not read here (publishing would widen it) or a PEM private key.
+    file, a name with control characters; and, but for the Ignition configs
+    (http/ignition/*.ign, served to the nodes by design whatever their mode
+    here), a file others may not read here (publishing would widen it) or
+    one holding a PEM private key.
     Dot files and dot directories are skipped, as before.
     """
     found = []
@@ -152,12 +153,13 @@ def _http_tree(tree: Tree, out: Path) -> list[tuple[str, LocalFile]]:
         if not stat.S_ISREG(st.st_mode):
             raise UsageError(f"{shown(path)} is {kind_of(st.st_mode)}: only regular files are "
                              f"published from {HTTP_DIR}/; remove it")
-        if parts[0] != IGNITION_DIR and not st.st_mode & stat.S_IROTH:
+        ignition = parts[0] == IGNITION_DIR and rel.endswith(".ign")
+        if not ignition and not st.st_mode & stat.S_IROTH:
             raise UsageError(
                 f"{shown(path)} is mode {stat.S_IMODE(st.st_mode):04o} (private) and push would "
                 f"publish it 0644 on the HTTP server: `chmod a+r` it if it is meant to be served, "
                 f"or move it out of {HTTP_DIR}/")
-        if parts[0] != IGNITION_DIR and _private_key(tree, rel):
+        if not ignition and _private_key(tree, rel):
             raise UsageError(f"{shown(path)} holds a PEM PRIVATE KEY: never published; move it out "
                              f"of {HTTP_DIR}/")
         found.append((rel, LocalFile(path, st.st_dev, st.st_ino)))
