@@ -18,6 +18,8 @@ from fake_apiserver import FakeApiServer, Obj, now
 from kube_schema import csv as real_csv
 
 NFD_PREFIX = "feature.node.kubernetes.io/"
+# MIG devices per GPU of the uniform `all-<profile>` layouts on an H100/H200 (80/141 GB).
+MIG_SLICES = {"1g.10gb": 7, "1g.18gb": 7, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1}
 # nfd-worker's defaults when the config names none (upstream pci source).
 DEFAULT_CLASSES = ["03", "0b40", "12"]
 DEFAULT_FIELDS = ["class", "vendor"]
@@ -72,6 +74,8 @@ class SimNode:
     secure_boot: bool = False
     allocatable_gpus: int | None = None  # None: every GPU is offered
     validation_fails: str | None = None  # the pod's log when it fails
+    driver_log: str | None = None  # the driver container's log when the driver fails (build or load)
+    mig_fails: bool = False  # the MIG manager cannot apply the node's layout
     product: str = "NVIDIA-H100-80GB-HBM3"
     devices: list[dict[str, str]] = field(default_factory=list)
 
@@ -94,6 +98,7 @@ class FakeGpuCluster:
         self.approved_plans: list[str] = []
         self.validation_pods: list[Obj] = []
         self._csv_age: dict[str, int] = {}
+        self._mig_seen: dict[str, str] = {}
         self._seed()
         self.api.controllers += [self._olm, self._nfd, self._gpu_operator, self._pods]
 
@@ -401,21 +406,60 @@ class FakeGpuCluster:
                 ok = False
                 continue
             count = sim.gpus if sim.allocatable_gpus is None else sim.allocatable_gpus
-            self._label(
-                sim.name,
-                {
-                    "nvidia.com/gpu.present": "true",
-                    "nvidia.com/gpu.product": sim.product,
-                    "nvidia.com/gpu.count": str(sim.gpus),
-                    "nvidia.com/cuda.driver.major": "580",
-                },
-                {"nvidia.com/gpu": str(count)},
-            )
+            labels = {
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": sim.product,
+                "nvidia.com/gpu.count": str(sim.gpus),
+                "nvidia.com/cuda.driver.major": "580",
+            }
+            allocatable = {"nvidia.com/gpu": str(count)}
+            self._mig(ns, sim, labels, allocatable, ((policy["spec"].get("mig") or {}).get("strategy")))
+            self._label(sim.name, labels, allocatable)
         state = "ready" if ok else "notReady"
         if (policy.get("status") or {}).get("state") != state:
             self.api.set_status(
                 "nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy", "", {"state": state, "namespace": ns}
             )
+
+    def _mig(self, ns: str, sim: SimNode, labels: dict[str, str], allocatable: dict[str, str],
+             strategy: str | None) -> None:
+        """The MIG manager: apply the node's nvidia.com/mig.config, pending first, then success or failed."""
+        node = self.api.get("v1", "Node", sim.name) or {}
+        current = node.get("metadata", {}).get("labels") or {}
+        profile = current.get("nvidia.com/mig.config")
+        if not profile or profile == "all-disabled":
+            return
+        if self._mig_seen.get(sim.name) != profile:  # a new layout: the manager starts on it
+            self._mig_seen[sim.name] = profile
+            labels["nvidia.com/mig.config.state"] = "pending"
+            return
+        per_gpu = MIG_SLICES.get(profile.removeprefix("all-"))
+        if sim.mig_fails or per_gpu is None:
+            labels["nvidia.com/mig.config.state"] = "failed"
+            self._mig_manager_pod(ns, sim.name, profile)
+            return
+        labels["nvidia.com/mig.config.state"] = "success"
+        devices = int(allocatable["nvidia.com/gpu"]) * per_gpu
+        if strategy == "mixed":
+            name = f"nvidia.com/mig-{profile.removeprefix('all-')}"
+            allocatable.update({"nvidia.com/gpu": "0", name: str(devices)})
+        else:
+            allocatable["nvidia.com/gpu"] = str(devices)
+            labels["nvidia.com/gpu.product"] = f"{sim.product}-MIG-{profile.removeprefix('all-')}"
+
+    def _mig_manager_pod(self, ns: str, node: str, profile: str) -> None:
+        name = f"nvidia-mig-manager-{node}"
+        if self.api.get("v1", "Pod", name, ns) is None:
+            self.api.put({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": ns, "labels": {"app": "nvidia-mig-manager"}},
+                "spec": {"nodeName": node, "containers": [{"name": "nvidia-mig-manager"}]},
+                "status": {"phase": "Running"},
+            })
+        self.api.pod_logs[(ns, name, "nvidia-mig-manager")] = (
+            f"Updating to MIG config: {profile}\nApplying MIG mode change...\n"
+            "Error: unable to reset GPU 0000:1b:00.0: In use by another client\n"
+            "Changing the 'nvidia.com/mig.config.state' node label to 'failed'\n")
 
     def _driver_log(self, sim: SimNode) -> str | None:
         major, minor = (int(x) for x in self.version.split(".")[:2])
@@ -423,7 +467,7 @@ class FakeGpuCluster:
             return REGISTRY_STALL
         if sim.secure_boot:
             return DRIVER_LOAD_FAIL
-        return None
+        return sim.driver_log
 
     def _driver_pod(self, ns: str, node: str, failure: str | None) -> None:
         name = f"nvidia-driver-daemonset-416.94.202406-{node}"
@@ -464,12 +508,19 @@ class FakeGpuCluster:
         spec, meta = pod["spec"], pod["metadata"]
         node_name = spec.get("nodeName") or (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
         limits = [(c.get("resources") or {}).get("limits") or {} for c in spec.get("containers", [])]
-        wants = sum(int(lim.get("nvidia.com/gpu", 0)) for lim in limits)
+        wanted: dict[str, int] = {}
+        for lim in limits:
+            for res, qty in lim.items():
+                if res.startswith("nvidia.com/"):
+                    wanted[res] = wanted.get(res, 0) + int(qty)
+        wants = sum(wanted.values())
         node = self.api.get("v1", "Node", node_name) if node_name else None
         sim = self.nodes.get(node_name or "")
-        offered = int(((node or {}).get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu", "0"))
-        if node is None or sim is None or wants > offered:
-            msg = f"0/{len(self.nodes)} nodes are available: 1 Insufficient nvidia.com/gpu."
+        offer = ((node or {}).get("status") or {}).get("allocatable", {})
+        short = [res for res, n in wanted.items() if n > int(offer.get(res, "0"))]
+        if node is None or sim is None or short:
+            lacking = (short or ["nvidia.com/gpu"])[0]
+            msg = f"0/{len(self.nodes)} nodes are available: 1 Insufficient {lacking}."
             st = {
                 "phase": "Pending",
                 "conditions": [

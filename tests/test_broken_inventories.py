@@ -19,6 +19,7 @@ W0_TAIL = "     install_disk: /dev/nvme0n1, gpu: true}\n  - {name: worker-1"
 W1 = ('  - {name: worker-1, role: worker, mac: "b8:ce:f6:10:33:46", ip: 10.33.3.46,\n'
       "     install_disk: /dev/nvme0n1, gpu: true}\n")
 M1 = '  - {name: master-1, role: master, mac: "52:54:00:21:03:51", ip: 10.33.3.51}'
+ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHyx1iXxoJ3I8iH2eD3jE1C/H1ZN7xUf0Xc1xEVt3K8m me@host\n"
 PRIVATE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
                "-----END OPENSSH PRIVATE KEY-----\n")
 
@@ -164,6 +165,30 @@ CASES = [
          "nodes[4].kernel_args[0]", "'ip=dhcp rd.neednet=1' must be one argument, no spaces"),
     Case("lb-hostname-is-node-name", "  ip: 10.33.3.54\n", "  ip: 10.33.3.54\n  hostname: master-0\n", 27,
          "load_balancer.hostname", "'master-0' is also a node name"),
+    # What openshift-install refuses (tests/test_installer_rules.py holds every variant).
+    Case("cluster-name-over-54", "  name: dgxpod", "  name: " + "d" * 55, 4, "cluster.name",
+         "must be no more than 54 characters"),
+    Case("fips-with-ed25519", "  ssh_key_file: id_rsa.pub\n", "  ssh_key_file: id_rsa.pub\n  fips: true\n", 8,
+         "cluster.ssh_key_file", "SSH key type ssh-ed25519 unavailable when FIPS is enabled",
+         files={"id_rsa.pub": ED25519}),
+    Case("http-proxy-https", "  ssh_key_file: id_rsa.pub\n",
+         "  ssh_key_file: id_rsa.pub\n  proxy:\n    http_proxy: https://proxy.nvidia.com:3128\n", 10,
+         "cluster.proxy.http_proxy", 'Unsupported value: "https": supported values: "http"'),
+    Case("no-proxy-wildcard", "  ssh_key_file: id_rsa.pub\n",
+         "  ssh_key_file: id_rsa.pub\n  proxy:\n    https_proxy: http://proxy.nvidia.com:3128\n"
+         "    no_proxy: ['*.nvidia.com']\n", 11, "cluster.proxy.no_proxy[0]",
+         "without wildcard characters"),
+    Case("mirror-with-tag", "  ssh_key_file: id_rsa.pub\n",
+         "  ssh_key_file: id_rsa.pub\n  mirrors:\n    - source: quay.io/openshift-release-dev/ocp-release\n"
+         "      mirrors: [registry.nvidia.com:5000/ocp4/release:4.16.3]\n", 11,
+         "cluster.mirrors[0].mirrors[0]", "must be repository--not reference"),
+    Case("masquerade-overlap", "service_network: 172.30.0.0/16", "service_network: 169.254.32.0/19", 14,
+         "network.service_network", "overlaps OVN-Kubernetes' masquerade subnet 169.254.0.0/17"),
+    Case("network-host-bits", "cluster_network: 10.128.0.0/14", "cluster_network: 10.130.0.0/14", 12,
+         "network.cluster_network", "'10.130.0.0/14' has host bits set: the network is 10.128.0.0/14"),
+    Case("pull-secret-entry-without-auth", "", "", 7, "cluster.pull_secret_file",
+         '"quay.io" requires either auth or credsStore',
+         files={"pull-secret.json": '{"auths": {"quay.io": {"email": "me@example.com"}}}'}),
     Case("hypervisor-uri-without-scheme", "uri: qemu:///system", "uri: /system", 28, "hypervisor.uri",
          "'/system' is not a libvirt URI"),
 ]

@@ -48,11 +48,25 @@ def kube(tmp_path: Path):
     server.stop()
 
 
-def until(predicate: Callable[[], bool], what: str, limit: float = 30.0) -> None:
-    """Poll a condition; the limit only guards against a hang."""
+def until(predicate: Callable[[], bool], what: str, limit: float = 120.0,
+          proc: subprocess.Popen[str] | None = None) -> None:
+    """Poll a condition; the limit only guards against a hang (generous: CI machines are busy).
+
+    With `proc`, a process that ended before the condition held fails at once with its output,
+    so a failure says why instead of "gave up".
+    """
     end = time.monotonic() + limit
     while not predicate():
-        assert time.monotonic() < end, f"gave up waiting for {what}"
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"upi exited {proc.returncode} before {what}:\n{out}\n{err}")
+        if time.monotonic() >= end:
+            detail = ""
+            if proc is not None:
+                proc.kill()
+                out, err = proc.communicate()
+                detail = f"\nupi's output so far:\n{out}\n{err}"
+            pytest.fail(f"gave up waiting for {what} after {limit:.0f} s{detail}")
         time.sleep(0.02)
 
 
@@ -138,7 +152,8 @@ def test_ctrl_c_stops_everything_and_a_rerun_resumes_at_install_complete(
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        until(lambda: "to initialize" in installer_log(assets), "install-complete to start")
+        until(lambda: "to initialize" in installer_log(assets), "install-complete to start",
+              proc=proc)
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

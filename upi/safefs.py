@@ -285,16 +285,12 @@ def kind_of(mode: int) -> str:
 
 
 class UnreadableFile(UpiError):
-    """A file the inventory names is not a plain, reasonably sized file (exit 2).
-
-    The message says why, without the path: the caller names the file and
-    the inventory field.
-    """
+    """A file the inventory names is not a plain, reasonably sized file (exit 2)."""
 
     exit_code = 2
 
 
-NAMED_FILE_LIMIT = 4 << 20  # a pull secret, public key, CA bundle or credentials file
+NAMED_FILE_LIMIT = 4 << 20  # a pull secret, public key, CA bundle or known_hosts
 
 
 def read_named_file(path: Path, limit: int = NAMED_FILE_LIMIT) -> bytes:
@@ -302,34 +298,31 @@ def read_named_file(path: Path, limit: int = NAMED_FILE_LIMIT) -> bytes:
 
     FIFOs, devices, sockets and directories are refused (UnreadableFile) before
     a single byte is read: a FIFO with no writer would block forever and
-    /dev/zero never ends. A link is followed: the inventory names the file.
+    /dev/zero never ends. OSError passes through for the caller's message.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise UnreadableFile(exc.strerror or str(exc)) from None
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UnreadableFile(f"it is {kind_of(st.st_mode)}, not a regular file")
+            raise UnreadableFile(f"{shown(path)} is {kind_of(st.st_mode)}, not a regular file")
         if st.st_size > limit:
-            raise UnreadableFile(f"it is {st.st_size} bytes; upi reads at most {limit}")
+            raise UnreadableFile(f"{shown(path)} is {st.st_size} bytes; upi reads at most {limit}")
         os.set_blocking(fd, True)
         data = os.read(fd, limit + 1)
         while len(data) <= limit and (chunk := os.read(fd, limit + 1 - len(data))):
             data += chunk
         if len(data) > limit:  # it grew while we read
-            raise UnreadableFile(f"it is over {limit} bytes; upi reads at most {limit}")
+            raise UnreadableFile(f"{shown(path)} is over {limit} bytes; upi reads at most {limit}")
         return data
-    except OSError as exc:
-        raise UnreadableFile(exc.strerror or str(exc)) from None
     finally:
         os.close(fd)
 
 
 def read_named_text(path: Path, limit: int = NAMED_FILE_LIMIT) -> str:
-    """read_named_file, as UTF-8 text (UnreadableFile if it is not)."""
+    """read_named_file as UTF-8 text; any failure is UnreadableFile (its message names `path`)."""
     try:
         return read_named_file(path, limit).decode("utf-8")
+    except OSError as exc:
+        raise UnreadableFile(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise UnreadableFile(f"it is not UTF-8 text (byte {exc.start})") from None
+        raise UnreadableFile(f"{shown(path)} is not UTF-8 text (byte {exc.start})") from None

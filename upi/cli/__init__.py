@@ -7,7 +7,7 @@ their commands, in the order `upi --help` lists them.
 
 from __future__ import annotations
 
-from upi.cli import check, files, gpu, machines  # noqa: F401  (they register their commands)
+from upi.cli import check, files, gpu, machines, metal  # noqa: F401  (they register their commands)
 from upi.cli.base import UpiGroup, app
 
 __all__ = ["UpiGroup", "app", "main"]

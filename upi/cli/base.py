@@ -12,7 +12,7 @@ from upi import console
 
 # `upi --help` lists the commands in the order of an install, not alphabetically.
 WORKFLOW = ["validate", "schema", "render", "ignition", "push", "check", "boot-vms",
-            "approve-csr", "wait", "gpu"]
+            "boot-metal", "power", "approve-csr", "wait", "gpu"]
 
 
 class UpiGroup(TyperGroup):

@@ -112,7 +112,8 @@ def approve_csr(
     epilog="\b\nExamples:\n  upi wait inventories/dgxpod.yaml --dir assets/dgxpod\n"
     "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --kubeconfig-to ~/.kube/config\n"
     "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --keep-bootstrap --no-vms --json\n"
-    "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --deadline 180   # slow hardware"
+    "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --deadline 180   # slow hardware\n"
+    "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --gpu   # on to GPUs verified"
 )
 def wait(
     inventory: InventoryArg,
@@ -149,13 +150,24 @@ def wait(
         help="The installer binary (default: $UPI_OPENSHIFT_INSTALL, then PATH).")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print one JSON summary at the end (progress goes to stderr).")] = False,
+    gpu: Annotated[bool, typer.Option(
+        "--gpu", help="Go on from install-complete into `upi gpu`'s steps; end at \"GPUs verified\".")]
+    = False,
+    gpu_timeout: Annotated[float, typer.Option(
+        "--gpu-timeout", metavar="MIN", help="With --gpu: give up on the GPU steps after this many minutes.")]
+    = 60.0,
+    gpu_poll: Annotated[float, typer.Option(
+        "--gpu-poll", metavar="SECONDS", help="With --gpu: how often to look at the cluster.")] = 5.0,
 ) -> None:
-    """Drive the install to "Install complete!" (docs/wait.md).
+    """Drive the install to "Install complete!" (docs/wait.md), with --gpu on to "GPUs verified".
 
     Waits for bootstrap-complete, takes the bootstrap out of HAProxy and
     destroys its VM, waits for install-complete; meanwhile approves the
     inventory's node CSRs and restarts VMs that power off after their
     install. Timeouts are retried; Ctrl-C stops cleanly and a re-run resumes.
+    With --gpu it then installs NFD and the GPU Operator and verifies every
+    `gpu: true` node exactly as `upi gpu` does (docs/gpu.md); exit 1 unless
+    every GPU node is verified.
     """
     from upi.commands.wait import wait_command
     from upi.wait.run import WaitRequest
@@ -163,5 +175,7 @@ def wait(
     req = WaitRequest(inventory, assets, render_dir=render_dir, kubeconfig=kubeconfig, connect=connect,
                       keep_bootstrap=keep_bootstrap, approve=not no_approve, vms=not no_vms,
                       deadline_minutes=deadline, retry_pause=retry_pause, installer=openshift_install,
-                      kubeconfig_to=kubeconfig_to.expanduser() if kubeconfig_to else None, force=force)
-    wait_command(req, show_password=show_password, as_json=as_json)
+                      kubeconfig_to=kubeconfig_to.expanduser() if kubeconfig_to else None, force=force,
+                      gpu=gpu, gpu_timeout=gpu_timeout, gpu_poll=gpu_poll)
+    if not wait_command(req, show_password=show_password, as_json=as_json).ok:
+        raise typer.Exit(1)

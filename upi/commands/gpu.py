@@ -11,8 +11,8 @@ from upi.errors import UsageError
 from upi.gpu.display import GpuDisplay
 from upi.gpu.flow import GpuReport, run_gpu
 from upi.gpu.kube import Kube
-from upi.gpu.steps import Clock
-from upi.inventory import load_inventory
+from upi.gpu.steps import Clock, Reporter
+from upi.inventory import Inventory, load_inventory
 
 COLUMNS = ["node", "label", "product", "GPUs expected/allocatable", "driver", "validation", "seconds"]
 
@@ -20,21 +20,34 @@ COLUMNS = ["node", "label", "product", "GPUs expected/allocatable", "driver", "v
 def gpu_command(inventory: Path, *, kubeconfig: Path | None, assets: Path | None, dry_run: bool,
                 as_json: bool, timeout_minutes: float, poll: float = 5.0) -> GpuReport:
     """Run `upi gpu` and print its outcome; the caller exits 1 unless the report is ok."""
+    check_pace(timeout_minutes, poll)
+    inv = load_inventory(inventory, check_files=False)
+    path = find_kubeconfig(kubeconfig, assets)
+    with GpuDisplay(out=sys.stderr if as_json else sys.stdout) as display:
+        report = gpu_on_cluster(inv, path, display, timeout_minutes=timeout_minutes, poll=poll,
+                                dry_run=dry_run)
+    show(report, as_json=as_json)
+    return report
+
+
+def check_pace(timeout_minutes: float, poll: float, flag: str = "--timeout") -> None:
+    """Refuse a deadline or a polling pace that cannot work (exit 2)."""
     if timeout_minutes <= 0:
-        raise UsageError("--timeout must be a positive number of minutes")
+        raise UsageError(f"{flag} must be a positive number of minutes")
     if poll <= 0:
         raise UsageError("--poll must be a positive number of seconds")
-    inv = load_inventory(inventory, check_files=False)
-    conn = connect(find_kubeconfig(kubeconfig, assets))
+
+
+def gpu_on_cluster(inv: Inventory, kubeconfig: Path | None, reporter: Reporter, *,
+                   timeout_minutes: float, poll: float, dry_run: bool = False) -> GpuReport:
+    """The GPU flow against the kubeconfig's cluster (`upi gpu`, and `upi wait --gpu` after the install)."""
+    conn = connect(kubeconfig)
     # Labels follow ClusterPolicy ready within seconds; give them 30 looks before judging.
     clock = Clock(timeout_minutes * 60, poll=poll, settle=30 * poll)
     try:
-        with GpuDisplay(out=sys.stderr if as_json else sys.stdout) as display:
-            report = run_gpu(inv, Kube(conn), clock, display, dry_run=dry_run)
+        return run_gpu(inv, Kube(conn), clock, reporter, dry_run=dry_run)
     finally:
         conn.close()
-    show(report, as_json=as_json)
-    return report
 
 
 def show(report: GpuReport, *, as_json: bool) -> None:
@@ -52,7 +65,8 @@ def show(report: GpuReport, *, as_json: bool) -> None:
     if report.nodes:
         console.print_table("GPU nodes", COLUMNS, [
             [n.node, n.label or "-", n.product or "-",
-             f"{n.expected if n.expected is not None else 'any'}/{n.allocatable}", n.driver or "-",
+             f"{n.expected if n.expected is not None else 'any'}/{n.allocatable}"
+             + (f" (MIG {n.mig})" if n.mig else ""), n.driver or "-",
              n.validation, f"{n.seconds:.1f}"] for n in report.nodes])
     if report.diagnosis is not None:
         console.error(report.diagnosis.text())

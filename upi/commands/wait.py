@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from upi import console
 from upi.wait.display import WaitDisplay, stage_label
@@ -13,6 +13,9 @@ from upi.wait.kubeconfig import CopyOutcome, copy_kubeconfig
 from upi.wait.nodes import NodeStatus, node_readiness
 from upi.wait.run import WaitRequest, WaitRun, run
 from upi.wait.state import STAGES
+
+if TYPE_CHECKING:
+    from upi.gpu.flow import GpuReport
 
 TARGETS = {"bootstrap_complete": "bootstrap-complete", "install_complete": "install-complete"}
 
@@ -31,6 +34,12 @@ class Summary:
     warnings: list[str] = field(default_factory=list)
     copied: CopyOutcome | None = None
     password: str | None = None
+    gpu: GpuReport | None = None  # --gpu: the GPU steps after install-complete
+
+    @property
+    def ok(self) -> bool:
+        """The install finished and, with --gpu, every GPU node is verified."""
+        return self.gpu is None or self.gpu.ok
 
     def to_json(self) -> dict[str, Any]:
         """The summary for --json (the password only when it was asked for)."""
@@ -47,6 +56,9 @@ class Summary:
         }
         if self.password is not None:
             doc["kubeadmin_password"] = self.password
+        if self.gpu is not None:
+            doc["gpu"] = self.gpu.to_json()
+        doc["ok"] = self.ok
         return doc
 
 
@@ -114,15 +126,35 @@ def _print(summary: Summary) -> None:
     else:
         console.say(f"kubeadmin password: in {summary.kubeconfig.parent / 'kubeadmin-password'} "
                     "(not shown; --show-password prints it)")
+    if summary.gpu is not None:
+        from upi.commands.gpu import show
+
+        show(summary.gpu, as_json=False)  # the per-node table, then "GPUs verified" or the diagnosis
+
+
+def _gpu(req: WaitRequest, done: WaitRun, display: WaitDisplay) -> GpuReport:
+    """From install-complete into `upi gpu`'s steps, on the same display."""
+    from upi.commands.gpu import gpu_on_cluster
+    from upi.inventory import load_inventory
+
+    inv = done.inventory or load_inventory(req.inventory)
+    return gpu_on_cluster(inv, req.admin_kubeconfig, display, timeout_minutes=req.gpu_timeout,
+                          poll=req.gpu_poll)
 
 
 def wait_command(req: WaitRequest, *, show_password: bool = False, as_json: bool = False,
                  live: bool | None = None) -> Summary:
-    """Run `upi wait` and print its summary; progress goes to stderr under --json."""
+    """Run `upi wait` and print its summary; progress goes to stderr under --json.
+
+    With `req.gpu` the run goes on from install-complete into the GPU steps;
+    the caller exits 1 unless `summary.ok`.
+    """
     display = WaitDisplay(out=sys.stderr if as_json else sys.stdout, live=live)
     with display:
         done = run(req, display)
+        gpu = _gpu(req, done, display) if req.gpu else None
     summary = summarize(req, done, display, show_password=show_password)
+    summary.gpu = gpu
     if as_json:
         console.print_json(summary.to_json())
     else:

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from upi.errors import ClusterError
 from upi.gpu.install import apply_all, install_operator, instances, resolve_channel, wait_policy_ready
 from upi.gpu.kube import Kube
+from upi.gpu.mig import wait_mig
 from upi.gpu.objects import Obj, dump, namespace, operator_group, packages, subscription
 from upi.gpu.preflight import Check, preflight
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
@@ -35,6 +37,7 @@ class GpuReport:
     diagnosis: Diagnosis | None = None
     planned: list[str] = field(default_factory=list)  # --dry-run: the YAML it would apply
     dry_run: bool = False
+    stage: str = ""  # the stage running now: the one a failure marks failed
 
     @property
     def ok(self) -> bool:
@@ -74,12 +77,36 @@ def run_gpu(
 ) -> GpuReport:
     """The whole GPU day 2 for the inventory's `gpu: true` nodes; never raises GpuFailed."""
     report = GpuReport(dry_run=dry_run)
+    tracked = _Tracking(reporter, report)
     try:
-        _run(inv, kube, clock, reporter, report, before_install)
+        _run(inv, kube, clock, tracked, report, before_install)
     except GpuFailed as exc:
         report.diagnosis = exc.diagnosis
-        reporter.stage(exc.diagnosis.step, "failed")
+    except ClusterError as exc:  # the API failed mid-run: name the stage it failed in
+        report.diagnosis = Diagnosis(
+            report.stage or "pre-flight", "the API server", str(exc),
+            fix="check the cluster answers (oc get clusterversion), then run again: every step is idempotent",
+        )
+    if report.diagnosis is not None:
+        reporter.stage(report.stage or STAGES[0], "failed")
     return report
+
+
+class _Tracking:
+    """Passes everything on to the reporter and remembers the stage that is running."""
+
+    def __init__(self, reporter: Reporter, report: GpuReport) -> None:
+        self.reporter, self.report = reporter, report
+
+    def stage(self, name: str, message: str) -> None:
+        self.report.stage = name if message == "started" else self.report.stage
+        self.reporter.stage(name, message)
+
+    def note(self, message: str) -> None:
+        self.reporter.note(message)
+
+    def warn(self, message: str) -> None:
+        self.reporter.warn(message)
 
 
 def _run(
@@ -102,7 +129,7 @@ def _run(
     failed = [c for c in report.checks if not c.ok]
     if failed:
         first = failed[0]
-        raise GpuFailed(Diagnosis("pre-flight", first.name, first.detail, first.fix))
+        raise GpuFailed(Diagnosis("pre-flight", first.name, first.detail, fix=first.fix))
     reporter.stage("pre-flight", "done")
     if report.dry_run:
         report.planned = plan(inv, kube)
@@ -122,6 +149,7 @@ def _run(
     reporter.stage("operands", "done")
     reporter.stage("ClusterPolicy ready", "started")
     wait_policy_ready(kube, gpu.operator_namespace, clock)
+    wait_mig(kube, inv, gpu.operator_namespace, clock, reporter)
     reporter.stage("ClusterPolicy ready", "done")
     reporter.stage("verify nodes", "started")
     report.nodes = list(check_labels(kube, inv, clock).values())

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from upi.gpu.kube import Kube, describe
+from upi.gpu.mig import mig_labels
 from upi.gpu.objects import (
     CLUSTER_POLICY,
     NFD_INSTANCE,
@@ -36,7 +37,8 @@ def resolve_channel(kube: Kube, pkg: Package, catalog_ns: str) -> tuple[str, str
     entry = next((c for c in st.get("channels") or [] if c.get("name") == channel), None)
     if entry is None:
         known = ", ".join(c.get("name", "?") for c in st.get("channels") or [])
-        raise GpuFailed(Diagnosis("resolve channel", what, f"no channel {channel!r} (channels: {known})"))
+        raise GpuFailed(Diagnosis("resolve channel", what, f"no channel {channel!r} (channels: {known})",
+                                  fix="set gpu.operator_channel (or gpu.nfd_channel) to one of those"))
     return str(channel), str(entry["currentCSV"])
 
 
@@ -114,7 +116,7 @@ def _sub_diagnosis(kube: Kube, pkg: Package, what: str) -> Diagnosis:
         "subscribe",
         what,
         "OLM made no InstallPlan" + (f" ({'; '.join(conds)})" if conds else ""),
-        "check the catalog source and the OperatorGroup of the namespace",
+        fix=f"check the catalog source and that {pkg.namespace} has exactly one OperatorGroup",
     )
 
 
@@ -134,7 +136,7 @@ def _approve(
                 what,
                 f"it would install {', '.join(names) or 'nothing'}, not {csv_name}; "
                 "upi approves only the chosen CSV",
-                "approve or delete it by hand",
+                fix=f"approve or delete it by hand (oc get installplan -n {pkg.namespace} {name})",
             )
         )
     kube.merge_patch(OLM, "InstallPlan", name, pkg.namespace, {"spec": {"approved": True}})
@@ -157,10 +159,11 @@ def example_of(csv: Obj, kind: str) -> Obj:
 
 
 def instances(inv: Inventory, nfd_csv: Obj, gpu_csv: Obj) -> list[Obj]:
-    """The NodeFeatureDiscovery and the ClusterPolicy, each from its CSV's example."""
+    """The NodeFeatureDiscovery and the ClusterPolicy, each from its CSV's example; MIG node labels."""
     return [
         nfd_instance(inv, example_of(nfd_csv, "NodeFeatureDiscovery")),
         cluster_policy(inv, example_of(gpu_csv, "ClusterPolicy")),
+        *mig_labels(inv),
     ]
 
 
@@ -196,7 +199,7 @@ def wait_policy_ready(kube: Kube, operator_ns: str, clock: Clock) -> None:
             "wait for ClusterPolicy ready",
             what,
             f"state is {state}",
-            f"oc get pods -n {operator_ns}: look for pods not Running",
+            fix=f"oc get pods -n {operator_ns}: look for pods not Running",
         )
 
     clock.wait_for(ready, stuck)

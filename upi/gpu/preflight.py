@@ -147,27 +147,27 @@ def _packages(kube: Kube, inv: Inventory) -> Check:
     return Check("operator packages", True, f"{NFD_PACKAGE}, {GPU_PACKAGE}")
 
 
-CHECKS: list[Callable[[Kube, Inventory], Check]] = [
-    _api,
-    _version,
-    _nodes,
-    _catalogs,
-    _packages,
-    _registry,
-    _driver_toolkit,
+CHECKS: list[tuple[str, Callable[[Kube, Inventory], Check]]] = [
+    ("API reachable", _api),
+    ("OpenShift version", _version),
+    ("GPU nodes Ready", _nodes),
+    ("catalog sources", _catalogs),
+    ("operator packages", _packages),
+    ("image registry storage", _registry),
+    ("driver-toolkit imagestream", _driver_toolkit),
 ]
 
 
 def preflight(kube: Kube, inv: Inventory) -> list[Check]:
     """Every check; an unreachable API ends the list at the first one."""
     out = []
-    for check in CHECKS:
+    for name, check in CHECKS:
         try:
             out.append(check(kube, inv))
         except ClusterError as exc:
             out.append(
                 Check(
-                    check.__name__.strip("_").replace("_", " "),
+                    name,
                     False,
                     str(exc),
                     "check the kubeconfig and that the API answers: oc --kubeconfig K get nodes",

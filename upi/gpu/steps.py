@@ -34,12 +34,15 @@ class Diagnosis:
     problem: str
     cause: str = ""
     log: tuple[str, ...] = ()
+    fix: str = ""
 
     def text(self) -> str:
         """The paragraph printed on failure."""
         out = [f"GPU step '{self.step}' failed at {self.object}: {self.problem}"]
         if self.cause:
             out.append(f"likely cause: {self.cause}")
+        if self.fix:
+            out.append(f"fix: {self.fix}")
         if self.log:
             out.append("last log lines:")
             out.extend(f"  {line}" for line in self.log)

@@ -6,6 +6,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from upi.gpu.kube import Kube
+from upi.gpu.mig import DISABLED, MIG_RESOURCE, offered
 from upi.gpu.objects import PCI_LABELS, Obj
 from upi.gpu.steps import Clock, Reporter
 from upi.inventory.gpu import settings
@@ -24,6 +25,8 @@ class NodeResult:
     product: str = ""
     expected: int | None = None
     allocatable: int = 0
+    mig: str = ""  # the MIG profile applied (`mig_config`), if any
+    resource: str = GPU  # what the validation pod asks for (a MIG resource under the mixed strategy)
     driver: str = ""
     validation: str = "not run"
     seconds: float = 0.0
@@ -47,17 +50,41 @@ def _labels_problem(node: Node, obj: Obj | None, result: NodeResult) -> str:
     result.label = next((k.split("/", 1)[1] for k in PCI_LABELS if labels.get(k) == "true"), "")
     result.product = labels.get("nvidia.com/gpu.product", "")
     result.driver = labels.get("nvidia.com/cuda.driver.major", "")
-    result.allocatable = int((obj.get("status") or {}).get("allocatable", {}).get(GPU, "0") or 0)
+    allocatable = (obj.get("status") or {}).get("allocatable") or {}
+    result.allocatable = _count(allocatable.get(GPU))
     if not result.label:
         return "no NVIDIA PCI label (pci-10de, pci-0302_10de or pci-0300_10de): NFD found no NVIDIA GPU"
     if labels.get("nvidia.com/gpu.present") != "true":
         return "no nvidia.com/gpu.present=true: the GPU Operator has not set the node up"
     if not result.product:
         return "no nvidia.com/gpu.product label: GPU feature discovery has not run"
+    if node.mig_config and node.mig_config != DISABLED:
+        return _mig_problem(node, allocatable, result)
     if node.gpus is not None and result.allocatable != node.gpus:
         return f"allocatable {GPU} is {result.allocatable}, the inventory says {node.gpus}"
     if result.allocatable < 1:
         return f"allocatable {GPU} is 0"
+    return ""
+
+
+def _count(value: object) -> int:
+    try:
+        return int(str(value or 0))
+    except ValueError:
+        return 0
+
+
+def _mig_problem(node: Node, allocatable: dict[str, str], result: NodeResult) -> str:
+    """A MIG node offers at least one MIG device per GPU (single: nvidia.com/gpu, mixed: nvidia.com/mig-*)."""
+    result.mig = node.mig_config or ""
+    mixed = offered(allocatable)
+    if mixed:
+        result.resource = max(mixed, key=lambda k: (mixed[k], k))
+        result.allocatable = sum(mixed.values())
+    least = node.gpus or 1
+    if result.allocatable < least:
+        return (f"MIG layout {result.mig}: the node offers {result.allocatable} MIG devices "
+                f"({GPU} or {MIG_RESOURCE}*), fewer than its {least} GPUs")
     return ""
 
 
@@ -76,13 +103,13 @@ def check_labels(kube: Kube, inv: Inventory, clock: Clock) -> dict[str, NodeResu
         time.sleep(clock.poll)
 
 
-def validation_pod(inv: Inventory, node: str, namespace: str) -> Obj:
-    """A pod pinned to `node`, limited to one GPU, running the validation image once."""
+def validation_pod(inv: Inventory, node: str, namespace: str, resource: str = GPU) -> Obj:
+    """A pod pinned to `node`, limited to one GPU (or MIG device), running the validation image once."""
     val = settings(inv).validation
     container: Obj = {
         "name": "validate",
         "image": val.image,
-        "resources": {"limits": {GPU: "1"}, "requests": {GPU: "1"}},
+        "resources": {"limits": {resource: "1"}, "requests": {resource: "1"}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
     if val.command:
@@ -110,7 +137,7 @@ def run_validation(
     """Run one validation pod on the node, read its log for the success line, delete it."""
     started = time.monotonic()
     success = settings(inv).validation.success_log
-    pod = kube.create(validation_pod(inv, result.node, namespace))
+    pod = kube.create(validation_pod(inv, result.node, namespace, result.resource))
     name = pod["metadata"]["name"]
     reporter.note(f"validation pod {namespace}/{name} on {result.node}")
     try:

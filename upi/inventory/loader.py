@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +169,11 @@ def _is_type_tag(part: str) -> bool:
     return part[:1].isupper() or "[" in part or part in ("str", "int", "bool", "float")
 
 
-def parse_inventory(text: str, path: Path, *, check_files: bool = True) -> Inventory:
+Rule = Callable[[Inventory], Iterable[tuple[Loc, str]]]
+
+
+def parse_inventory(text: str, path: Path, *, check_files: bool = True,
+                    extra_rules: Sequence[Rule] = ()) -> Inventory:
     """Validate inventory text; `path` names it in errors and anchors relative paths."""
     name = str(path)
     data, lines = _parse(text, name)
@@ -191,7 +195,10 @@ def parse_inventory(text: str, path: Path, *, check_files: bool = True) -> Inven
             problems.append(Problem(name, lines.line_of(loc), field_path(loc), _message(dict(err))))
         raise InventoryError([str(p) for p in problems]) from None
     inv = inv.model_copy(update={"source": path})
-    for loc, message in check_rules(inv, check_files=check_files):
+    findings = list(check_rules(inv, check_files=check_files))
+    for rule in extra_rules:
+        findings.extend(rule(inv))
+    for loc, message in findings:
         problems.append(Problem(name, lines.line_of(loc), field_path(loc), message))
     if problems:
         raise InventoryError([str(p) for p in problems])
@@ -201,11 +208,13 @@ def parse_inventory(text: str, path: Path, *, check_files: bool = True) -> Inven
 INVENTORY_LIMIT = 16 << 20
 
 
-def load_inventory(path: str | Path, *, check_files: bool = True) -> Inventory:
+def load_inventory(path: str | Path, *, check_files: bool = True,
+                   extra_rules: Sequence[Rule] = ()) -> Inventory:
     """Read and validate an inventory file; raises InventoryError listing every problem.
 
     `check_files=False` skips reading the pull secret and SSH key, for commands
-    (approve-csr, check) that run where those files are not deployed.
+    (approve-csr, check) that run where those files are not deployed;
+    `extra_rules` add located checks of their own (power: the BMC credentials).
     """
     path = Path(path)
     if not path.exists():
@@ -214,4 +223,4 @@ def load_inventory(path: str | Path, *, check_files: bool = True) -> Inventory:
         text = read_named_text(path, INVENTORY_LIMIT)
     except UnreadableFile as exc:
         raise InventoryError([f"{path}: cannot read the inventory: {exc}"]) from None
-    return parse_inventory(text, path, check_files=check_files)
+    return parse_inventory(text, path, check_files=check_files, extra_rules=extra_rules)

@@ -10,12 +10,13 @@ import ipaddress
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from upi.inventory.gpu import GpuSettings, MigProfile
 from upi.inventory.types import (
     AbsPath,
     Artifact,
+    ClusterName,
     DevicePath,
     DnsLabel,
     DomainName,
@@ -27,6 +28,8 @@ from upi.inventory.types import (
     KernelArg,
     MacAddress,
     OpenShiftVersion,
+    RedfishId,
+    RedfishUrl,
     StrictFloat,
     StrictInt,
 )
@@ -102,7 +105,7 @@ class SshTarget(_Model):
 class Cluster(_Model):
     """Cluster identity and the secrets the installer needs."""
 
-    name: DnsLabel
+    name: ClusterName
     base_domain: DomainName
     openshift_version: OpenShiftVersion
     pull_secret_file: str
@@ -193,12 +196,25 @@ class VmSize(_Model):
 
 
 class Bmc(_Model):
-    """Redfish BMC of a bare-metal node; credentials live in a 0600 file."""
+    """Redfish BMC of a bare-metal node; credentials live in a file only its owner can read.
 
-    address: HttpUrl
+    `verify_tls`: true (the system's CAs), the path of a CA file for this BMC,
+    or false (not verified; upi warns at every use). `system_id` names the
+    system when the BMC serves several. `timeout`: seconds per request.
+    """
+
+    address: RedfishUrl
     credentials_file: str
-    system_id: str | None = None
+    system_id: RedfishId | None = None
     verify_tls: bool | str = True
+    timeout: StrictFloat = Field(default=20.0, gt=0, le=600)
+
+    @field_validator("verify_tls")
+    @classmethod
+    def _ca_file_named(cls, value: bool | str) -> bool | str:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("name a CA file, or write true (system CAs) or false (not verified)")
+        return value
 
 
 class Node(_Model):

@@ -3,23 +3,34 @@
 from __future__ import annotations
 
 import ipaddress
-import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+from upi.errors import UpiError
 from upi.inventory.gpu import gpu_rules, gpu_warnings
+from upi.inventory.installer_rules import (
+    MAX_PULL_SECRET,
+    fips_ssh_key,
+    installer_rules,
+    installer_warnings,
+    masquerade_overlap,
+    pull_secret_problems,
+)
 from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Role
 from upi.inventory.safety import safety_rules, safety_warnings, trust_bundle
 from upi.inventory.sanity import sanity_rules, sanity_warnings
-from upi.safefs import UnreadableFile, read_named_file, read_named_text
+from upi.safefs import read_named_file
 
 Finding = tuple[tuple[str | int, ...], str]
 
-# OVN-Kubernetes reserves these for its join and transit switches.
+# OVN-Kubernetes reserves these for its join and transit switches (and, in
+# installer_rules, 169.254.0.0/17 for masquerading).
 OVN_INTERNAL = (
-    ipaddress.IPv4Network("100.64.0.0/16"),
-    ipaddress.IPv4Network("100.88.0.0/16"),
+    ("join", ipaddress.IPv4Network("100.64.0.0/16")),
+    ("transit", ipaddress.IPv4Network("100.88.0.0/16")),
 )
+# Files the inventory names are read whole: none of them is anywhere near this.
+MAX_NAMED_FILE = 4 << 20
 # Names the cluster's own DNS records use: a node may not take them.
 RESERVED_NAMES = {"api", "api-int", "apps", "console", "oauth"}
 
@@ -27,8 +38,8 @@ RESERVED_NAMES = {"api", "api-int", "apps", "console", "oauth"}
 def check_rules(inv: Inventory, *, check_files: bool = True) -> list[Finding]:
     """Every cross-field problem of a parsed inventory (empty when valid)."""
     findings: list[Finding] = []
-    for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines, gpu_rules,
-                 safety_rules, sanity_rules):
+    for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines, _bmcs,
+                 gpu_rules, safety_rules, sanity_rules, installer_rules):
         findings.extend(rule(inv))
     if check_files:
         findings.extend(_files(inv))
@@ -50,7 +61,7 @@ def warnings(inv: Inventory) -> list[str]:
             "nodes, so the masters are made schedulable (mastersSchedulable: true through upi "
             "ignition) and the 80/443 pools hold the masters and the worker"
         )
-    return out + gpu_warnings(inv) + safety_warnings(inv) + sanity_warnings(inv)
+    return out + gpu_warnings(inv) + safety_warnings(inv) + sanity_warnings(inv) + installer_warnings(inv)
 
 
 def _roles(inv: Inventory) -> Iterator[Finding]:
@@ -144,9 +155,15 @@ def _networks(inv: Inventory) -> Iterator[Finding]:
             )
     if inv.network_type is NetworkType.OVNKubernetes:
         for name, net in named:
-            for internal in OVN_INTERNAL:
+            for what, internal in OVN_INTERNAL:
                 if net.overlaps(internal):
-                    yield ("network", name), f"{net} overlaps OVN-Kubernetes' internal {internal}"
+                    yield ("network", name), (
+                        f"{net} overlaps OVN-Kubernetes' internal {internal} (openshift-install: "
+                        f"must not overlap with OVNKubernetes default {what} subnet {internal})"
+                    )
+            masquerade = masquerade_overlap(net)
+            if masquerade:
+                yield ("network", name), masquerade
 
 
 def _network_type(inv: Inventory) -> Iterator[Finding]:
@@ -198,13 +215,10 @@ def _files(inv: Inventory) -> Iterator[Finding]:
     if bundle:
         text, why = _read(inv, bundle)
         if text is None:
-            yield ("cluster", "additional_trust_bundle_file"), f"cannot read {bundle}: {why}"
+            yield ("cluster", "additional_trust_bundle_file"), why
         else:
             yield from trust_bundle(inv, text)
-    for i, node in enumerate(inv.nodes):
-        if node.bmc and (why := _read(inv, node.bmc.credentials_file)[1]):
-            yield ("nodes", i, "bmc", "credentials_file"), (
-                f"cannot read {node.bmc.credentials_file}: {why}")
+    yield from bmc_files(inv)
     yield from _ssh_files(inv)
 
 
@@ -216,46 +230,68 @@ def _ssh_files(inv: Inventory) -> Iterator[Finding]:
             name = getattr(ssh, field, None) if ssh else None
             if not name:
                 continue
-            path = inv.resolve(name)
-            if field == "known_hosts" and not path.exists():
+            if field == "known_hosts" and not inv.resolve(name).exists():
                 continue  # every host key is then unknown: push refuses and says how to add it
-            try:
-                read_named_file(path)
-            except UnreadableFile as exc:
-                yield (section, "ssh", field), f"cannot read {name}: {exc}"
+            text, why = _read(inv, name)
+            if text is None:
+                yield (section, "ssh", field), why
 
 
-def _read(inv: Inventory, name: str) -> tuple[str | None, str]:
-    """The text of a file the inventory names, or None and why not.
+def _bmcs(inv: Inventory) -> Iterator[Finding]:
+    seen: dict[tuple[str, str | None], str] = {}
+    for i, node in enumerate(inv.nodes):
+        if node.bmc is None:
+            continue
+        if node.machine_kind is not Machine.metal:
+            yield ("nodes", i, "bmc"), f"{node.name} is a VM (libvirt boots it): bmc is for bare metal"
+        key = (node.bmc.address.lower(), node.bmc.system_id)
+        if key in seen:
+            yield ("nodes", i, "bmc", "address"), (
+                f"{node.bmc.address} is already the BMC of {seen[key]}"
+                + ("" if node.bmc.system_id else "; name each node's bmc.system_id"))
+        seen.setdefault(key, node.name)
 
-    Never hangs or runs out of memory: FIFOs, devices and huge files are
-    refused before they are read (safefs.read_named_text).
-    """
+
+def bmc_files(inv: Inventory, names: Iterable[str] | None = None) -> Iterator[Finding]:
+    """The BMC credentials (owner-only, well formed) and CA files of the nodes `names` (default: all)."""
+    from upi.bmc.credentials import CredentialsError, read_credentials
+
+    wanted = None if names is None else set(names)
+    for i, node in enumerate(inv.nodes):
+        if node.bmc is None or (wanted is not None and node.name not in wanted):
+            continue
+        try:
+            read_credentials(inv.resolve(node.bmc.credentials_file))
+        except CredentialsError as exc:
+            yield ("nodes", i, "bmc", "credentials_file"), str(exc)
+        ca = node.bmc.verify_tls
+        if isinstance(ca, str) and _read(inv, ca)[0] is None:
+            yield ("nodes", i, "bmc", "verify_tls"), f"cannot read the CA file {ca}"
+
+
+def _read(inv: Inventory, name: str, limit: int = MAX_NAMED_FILE) -> tuple[str | None, str]:
+    """(text, "") of a file the inventory names, or (None, why not): never hangs on a FIFO."""
+    where = "(relative paths start at the inventory's folder)"
     try:
-        return read_named_text(inv.resolve(name)), ""
-    except UnreadableFile as exc:
-        missing = not inv.resolve(name).exists()
-        return None, str(exc) + (" (relative paths start at the inventory's folder)" if missing else "")
+        return read_named_file(inv.resolve(name), limit).decode("utf-8"), ""
+    except UpiError as exc:
+        return None, f"cannot read {name}: {exc}"
+    except OSError as exc:
+        return None, f"cannot read {name} {where}: {exc.strerror or exc}"
+    except UnicodeDecodeError:
+        return None, f"cannot read {name}: it is not UTF-8 text"
 
 
 def _pull_secret(inv: Inventory) -> Iterator[Finding]:
     name = inv.cluster.pull_secret_file
     loc = ("cluster", "pull_secret_file")
-    text, why = _read(inv, name)
+    text, why = _read(inv, name, MAX_PULL_SECRET)
     if text is None:
-        yield loc, f"cannot read {name}: {why}"
+        yield loc, why
         return
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        # Never echo the content: it is a secret.
-        yield loc, f"{name} is not JSON (line {exc.lineno}); download it again from console.redhat.com"
-        return
-    except RecursionError:
-        yield loc, f"{name} is JSON nested too deeply to be a pull secret; download it again"
-        return
-    if not isinstance(data, dict) or not isinstance(data.get("auths"), dict) or not data["auths"]:
-        yield loc, f"{name} has no \"auths\" registry credentials"
+    # Never echo the content: it is a secret.
+    for problem in pull_secret_problems(name, text):
+        yield loc, problem
 
 
 def _ssh_key(inv: Inventory) -> Iterator[Finding]:
@@ -265,7 +301,7 @@ def _ssh_key(inv: Inventory) -> Iterator[Finding]:
     loc = ("cluster", "ssh_key_file")
     text, why = _read(inv, name)
     if text is None:
-        yield loc, f"cannot read {name}: {why}"
+        yield loc, why
         return
     if "PRIVATE KEY" in text:
         yield loc, f"{name} is a private key: name the .pub file"
@@ -274,3 +310,5 @@ def _ssh_key(inv: Inventory) -> Iterator[Finding]:
         load_ssh_public_key(text.strip().encode())
     except (ValueError, TypeError, Exception):  # noqa: BLE001 - any parse failure means "not a key"
         yield loc, f"{name} is not an OpenSSH public key (ssh-ed25519/ssh-rsa/ecdsa-... AAAA...)"
+        return
+    yield from fips_ssh_key(inv, text)

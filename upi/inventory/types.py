@@ -35,6 +35,8 @@ _KERNEL_ARG = re.compile(r"[A-Za-z0-9._~/%+=:@,-]+")
 # Arguments upi writes itself from the inventory: a second one would win or fight.
 OWN_KERNEL_ARGS = ("coreos.inst.ignition_url", "coreos.inst.install_dev", "coreos.live.rootfs_url",
                    "coreos.inst.image_url", "coreos.inst", "initrd", "BOOT_IMAGE")
+# A Redfish resource id: one URL path segment (AMI uses `Self`, others a UUID or a serial).
+_REDFISH_ID = re.compile(r"[A-Za-z0-9._~-]{1,128}")
 # A block device: /dev/sda, /dev/nvme0n1, /dev/disk/by-path/pci-0000:00:1f.2-ata-1.
 _DEVICE = re.compile(r"/dev/[A-Za-z0-9._:+@-]+(/[A-Za-z0-9._:+@-]+)*")
 # Characters refused in any path: `,` is a sub-option separator in dnsmasq
@@ -59,6 +61,9 @@ def _shown(value: object) -> str:
     return f"a {type(value).__name__}" if isinstance(value, list | dict) else repr(value)
 
 
+shown = _shown  # for the rules modules: a value as an error may show it
+
+
 def _fullmatch(pattern: re.Pattern[str], value: str) -> bool:
     return value.isascii() and pattern.fullmatch(value) is not None
 
@@ -81,6 +86,18 @@ def _label(value: str) -> str:
             "1-63 characters, no hyphen at either end)"
         )
     return value
+
+
+def _cluster_name(value: str) -> str:
+    # 55-63 characters is a DNS label the installer refuses: installer_rules says so, beside
+    # the FQDN rules. Past 63 it is no label at all; say both limits.
+    if len(value) > 63 and _fullmatch(re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?"), value):
+        raise ValueError(
+            f"{_shown(value)} has {len(value)} characters; a DNS label has at most 63 and the "
+            "installer takes at most 54 (openshift-install: metadata.name: must be no more than "
+            "54 characters)"
+        )
+    return _label(value)
 
 
 def _domain(value: str) -> str:
@@ -125,6 +142,12 @@ def _net(value: object) -> ipaddress.IPv4Network:
     try:
         return ipaddress.IPv4Network(value)
     except ValueError as exc:
+        if "has host bits set" in str(exc):
+            net = ipaddress.IPv4Network(value, strict=False)
+            raise ValueError(
+                f"{_shown(value)} has host bits set: the network is {net} (openshift-install: "
+                f"invalid network address. got {value}, expecting {net})"
+            ) from None
         raise ValueError(f"{_shown(value)} is not an IPv4 network in CIDR form ({exc})") from None
 
 
@@ -155,6 +178,24 @@ def _url_parts(value: str, what: str) -> tuple[str, str]:
 def _http_url(value: str) -> str:
     _url_parts(value, "an http:// or https:// URL")
     return value.rstrip("/")
+
+
+def _redfish_url(value: str) -> str:
+    scheme, path = _url_parts(value, "a Redfish address (https://HOST[:PORT])")
+    if scheme != "https":
+        raise ValueError(f"{_shown(value)}: a BMC is reached over https:// only (its password "
+                         "travels with every request)")
+    if path.strip("/"):
+        raise ValueError(f"{_shown(value)}: name the BMC only (https://HOST[:PORT]); upi finds "
+                         "/redfish/v1 itself")
+    return value.rstrip("/")
+
+
+def _redfish_id(value: str) -> str:
+    if not _fullmatch(_REDFISH_ID, value):
+        raise ValueError(f"{_shown(value)} is not a Redfish system id (letters, digits and . _ ~ -, "
+                         "as in /redfish/v1/Systems/<id>)")
+    return value
 
 
 def _artifact(value: str) -> str:
@@ -228,12 +269,15 @@ def _hypervisor_uri(value: str) -> str:
 
 MacAddress = Annotated[str, AfterValidator(_mac)]
 DnsLabel = Annotated[str, AfterValidator(_label)]
+ClusterName = Annotated[str, AfterValidator(_cluster_name)]
 DomainName = Annotated[str, AfterValidator(_domain)]
 OpenShiftVersion = Annotated[str, BeforeValidator(_stringify), AfterValidator(_version)]
 IPv4 = Annotated[ipaddress.IPv4Address, BeforeValidator(_ipv4)]
 IPv4Net = Annotated[ipaddress.IPv4Network, BeforeValidator(_net)]
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
 AbsPath = Annotated[str, AfterValidator(_abs_path)]
+RedfishUrl = Annotated[str, AfterValidator(_redfish_url)]
+RedfishId = Annotated[str, AfterValidator(_redfish_id)]
 # An RHCOS kernel/initramfs/rootfs/image: a path under http_base_url or a full URL.
 Artifact = Annotated[str, AfterValidator(_artifact)]
 DevicePath = Annotated[str, AfterValidator(_device)]

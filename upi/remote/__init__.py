@@ -30,7 +30,9 @@ def open_transport(inv: Inventory, target: SshTarget | None, default_host: str) 
         try:  # a FIFO or device there would hang paramiko's reader (the inventory's are checked)
             read_named_file(known)
         except UnreadableFile as exc:
-            raise UsageError(f"cannot read known_hosts {known}: {exc}") from None
+            raise UsageError(f"known_hosts: {exc}") from None
+        except OSError as exc:
+            raise UsageError(f"cannot read known_hosts {known}: {exc.strerror or exc}") from None
     identity = inv.resolve(cfg.identity_file) if cfg.identity_file else None
     return SshTransport(cfg.host or default_host, port=cfg.port, user=cfg.user,
                         known_hosts=known, identity_file=identity,

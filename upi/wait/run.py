@@ -49,6 +49,9 @@ class WaitRequest:
     installer: Path | None = None
     kubeconfig_to: Path | None = None
     force: bool = False
+    gpu: bool = False  # go on from install-complete into `upi gpu`'s steps
+    gpu_timeout: float = 60.0  # minutes for the GPU steps
+    gpu_poll: float = 5.0  # seconds between looks at the cluster during the GPU steps
 
     @property
     def admin_kubeconfig(self) -> Path:
@@ -63,6 +66,7 @@ class WaitRun:
     result: WaitResult
     bootstrap: list[str] = field(default_factory=list)  # what removing the bootstrap did
     worker_errors: dict[str, str] = field(default_factory=dict)
+    inventory: Inventory | None = None
 
 
 def preflight(req: WaitRequest, state: WaitState, display: WaitDisplay) -> None:
@@ -74,9 +78,15 @@ def preflight(req: WaitRequest, state: WaitState, display: WaitDisplay) -> None:
         raise UsageError(f"--deadline must be positive, not {req.deadline_minutes:g}")
     if req.retry_pause < 0:
         raise UsageError(f"--retry-pause must not be negative, not {req.retry_pause:g}")
+    if req.gpu:
+        from upi.commands.gpu import check_pace
+
+        check_pace(req.gpu_timeout, req.gpu_poll, "--gpu-timeout")
     if req.approve and not req.admin_kubeconfig.is_file():
         raise UsageError(f"no kubeconfig at {req.admin_kubeconfig}: pass --kubeconfig, or "
                          "--no-approve to approve CSRs some other way")
+    if req.gpu and not req.admin_kubeconfig.is_file():
+        raise UsageError(f"--gpu: no kubeconfig at {req.admin_kubeconfig}: pass --kubeconfig")
     if req.kubeconfig_to is not None:
         check_copy(req.assets / "auth" / "kubeconfig", req.kubeconfig_to, force=req.force)
     # Once bootstrapped, the cluster no longer needs the ignition certificates' validity.
@@ -182,6 +192,8 @@ def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
     from upi.vms.plan import targets
 
     inv = load_inventory(req.inventory)
+    if req.gpu and not any(n.gpu for n in inv.nodes):
+        raise UsageError(f"--gpu: {req.inventory} marks no node gpu: true; nothing to set up")
     binary = locate(req.installer, version=inv.cluster.openshift_version)
     state = load_state(req.assets)
     preflight(req, state, display)
@@ -208,4 +220,4 @@ def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
     errors = {w.name: w.error for w in workers.jobs.values() if w.error}
     # Resumed after install-complete: the installer did not print it this time.
     result.console_url = result.console_url or f"https://{CONSOLE_HOST}.apps.{inv.cluster.domain}"
-    return WaitRun(result, done, errors)
+    return WaitRun(result, done, errors, inv)

@@ -1,0 +1,252 @@
+"""`upi gpu`'s other paths against the fake GPU cluster: every pre-flight check failing with its
+fix, the default channel read from the cluster, only the chosen CSV's InstallPlan approved, the
+driver pods' logs deciding the diagnosis, and --dry-run on an installed cluster.
+
+Each run asserts that the fake rejected nothing against the real CRD schemas.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fake_gpu import MARKETPLACE, OLM, REGISTRY_STALL, FakeGpuCluster, SimNode
+from gpu_support import gpu_args, gpu_inventory, sim_nodes, start_cluster
+
+from upi.cli import app
+
+PACKAGES = "packages.operators.coreos.com/v1"
+WRITES = ("PATCH", "POST", "PUT", "DELETE")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[FakeGpuCluster]:
+    fake = start_cluster(tmp_path)
+    yield fake
+    fake.stop()
+    assert fake.api.schema_violations == []
+    assert fake.api.controller_errors == []
+
+
+def _writes(cluster: FakeGpuCluster) -> list[tuple[str, str, str]]:
+    return [r for r in cluster.api.requests if r[0] in WRITES]
+
+
+def _catalog_not_ready(c: FakeGpuCluster) -> None:
+    c.api.set_status(OLM, "CatalogSource", "certified-operators", MARKETPLACE,
+                     {"connectionState": {"lastObservedState": "TRANSIENT_FAILURE"}})
+
+
+def _catalog_missing(c: FakeGpuCluster) -> None:
+    c.api.delete(OLM, "CatalogSource", "redhat-operators", MARKETPLACE)
+
+
+def _no_driver_toolkit(c: FakeGpuCluster) -> None:
+    c.api.delete("image.openshift.io/v1", "ImageStream", "driver-toolkit", "openshift")
+
+
+def _registry_removed(c: FakeGpuCluster) -> None:
+    cfg = c.api.get("imageregistry.operator.openshift.io/v1", "Config", "cluster")
+    assert cfg is not None
+    cfg["spec"]["managementState"] = "Removed"
+    c.api.put(cfg)
+
+
+def _package_missing(c: FakeGpuCluster) -> None:
+    c.api.delete(PACKAGES, "PackageManifest", "gpu-operator-certified", MARKETPLACE)
+
+
+def _broken_release(c: FakeGpuCluster) -> None:
+    cv = c.api.get("config.openshift.io/v1", "ClusterVersion", "version")
+    assert cv is not None
+    cv["status"]["desired"]["version"] = "4.18.22"
+    c.api.put(cv)
+
+
+@pytest.mark.parametrize(("breaks", "check", "seen", "fix"), [
+    (_catalog_not_ready, "catalog sources",
+     "openshift-marketplace/certified-operators is TRANSIENT_FAILURE", "gpu.catalog_sources"),
+    (_catalog_missing, "catalog sources", "openshift-marketplace/redhat-operators missing",
+     "oc patch operatorhub cluster"),
+    (_package_missing, "operator packages", "gpu-operator-certified not in any catalog",
+     "oc get packagemanifests -n openshift-marketplace"),
+    (_no_driver_toolkit, "driver-toolkit imagestream", "openshift/driver-toolkit is missing",
+     "mirror the driver-toolkit image"),
+    (_registry_removed, "image registry storage", "managementState Removed",
+     "oc patch configs.imageregistry.operator.openshift.io cluster"),
+    (_broken_release, "OpenShift version", "4.18.22: a crun change breaks every GPU Operator version",
+     "oc adm upgrade"),
+])
+def test_each_failed_preflight_check_stops_before_any_change_with_its_fix(
+        runner, tmp_path: Path, cluster: FakeGpuCluster, breaks: Callable[[FakeGpuCluster], None],
+        check: str, seen: str, fix: str) -> None:
+    breaks(cluster)
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), cluster, "--json"))
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    failed = [c for c in doc["checks"] if not c["ok"]]
+    assert [c["name"] for c in failed] == [check]
+    assert seen in failed[0]["detail"] and fix in failed[0]["fix"]
+    assert "\n" not in failed[0]["fix"]  # a one-line fix
+    assert (doc["diagnosis"]["step"], doc["diagnosis"]["object"]) == ("pre-flight", check)
+    assert f"upi: warning: FAIL {check}: " in result.stderr and "== pre-flight: failed" in result.stderr
+    assert _writes(cluster) == []
+
+
+def test_registry_without_storage_is_fine_before_4_15(runner, tmp_path: Path) -> None:
+    fake = FakeGpuCluster(tmp_path / "kube", sim_nodes(), version="4.14.30").start()
+    try:
+        fake.set_registry_storage(False)
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake, "--json"))
+    finally:
+        fake.stop()
+    assert result.exit_code == 0, result.output
+    check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "image registry storage")
+    assert check == {"name": "image registry storage", "ok": True,
+                     "detail": "none; not needed on 4.14.30", "fix": ""}
+
+
+@pytest.mark.parametrize(("nodes", "seen"), [
+    ([*sim_nodes()[:4], SimNode("worker-1", 8, ready=False)], "worker-1 not Ready"),
+    (sim_nodes()[:4], "worker-1 missing"),
+])
+def test_a_gpu_node_missing_or_not_ready_fails_preflight(runner, tmp_path: Path, nodes: list[SimNode],
+                                                          seen: str) -> None:
+    fake = start_cluster(tmp_path, nodes)
+    try:
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1
+    assert f"GPU step 'pre-flight' failed at GPU nodes Ready: {seen}" in result.stderr
+    assert "fix: join and approve the node first: upi approve-csr INVENTORY --once" in result.stderr
+    assert _writes(fake) == []
+
+
+def test_the_operator_channel_defaults_to_the_packages_default_on_the_cluster(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    pm = cluster.api.get(PACKAGES, "PackageManifest", "gpu-operator-certified", MARKETPLACE)
+    assert pm is not None
+    pm["status"]["defaultChannel"] = "v26.7"  # not the first channel listed
+    cluster.api.put(pm)
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), cluster))
+    assert result.exit_code == 0, result.output
+    sub = cluster.api.get(OLM, "Subscription", "gpu-operator-certified", "nvidia-gpu-operator")
+    assert sub is not None
+    assert (sub["spec"]["channel"], sub["spec"]["startingCSV"]) == ("v26.7", "gpu-operator-certified.v26.7.0")
+    assert sub["spec"]["installPlanApproval"] == "Manual"
+
+
+def _stray_plan(cluster: FakeGpuCluster, name: str, csv: str) -> None:
+    cluster.api.put({
+        "apiVersion": OLM, "kind": "InstallPlan",
+        "metadata": {"name": name, "namespace": "nvidia-gpu-operator"},
+        "spec": {"approval": "Manual", "approved": False, "clusterServiceVersionNames": [csv]},
+        "status": {"phase": "RequiresApproval", "catalogSources": ["certified-operators"], "plan": []},
+    })
+
+
+def test_only_the_chosen_csvs_install_plan_is_approved(runner, tmp_path: Path,
+                                                       cluster: FakeGpuCluster) -> None:
+    cluster.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nvidia-gpu-operator"}})
+    _stray_plan(cluster, "install-stray", "gpu-operator-certified.v26.7.0")
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), cluster))
+    assert result.exit_code == 0, result.output
+    stray = cluster.api.get(OLM, "InstallPlan", "install-stray", "nvidia-gpu-operator")
+    assert stray is not None and stray["spec"]["approved"] is False
+    assert "install-stray" not in cluster.approved_plans and len(cluster.approved_plans) == 2
+    approvals = [r for r in cluster.api.requests if r[0] == "PATCH" and "/installplans/" in r[1]]
+    assert len(approvals) == 1 and "install-stray" not in approvals[0][1]
+
+
+def test_a_pending_plan_for_another_csv_is_refused_not_approved(runner, tmp_path: Path,
+                                                                cluster: FakeGpuCluster) -> None:
+    # An existing Subscription whose pending InstallPlan would install another CSV (an upgrade).
+    ns = "nvidia-gpu-operator"
+    cluster.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    cluster.api.put({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                     "metadata": {"name": "nvidia-gpu-operator-group", "namespace": ns},
+                     "spec": {"targetNamespaces": [ns]}})
+    _stray_plan(cluster, "install-upgrade", "gpu-operator-certified.v26.7.0")
+    cluster.api.put({
+        "apiVersion": OLM, "kind": "Subscription",
+        "metadata": {"name": "gpu-operator-certified", "namespace": ns},
+        "spec": {"channel": "v26.3", "name": "gpu-operator-certified", "source": "certified-operators",
+                 "sourceNamespace": MARKETPLACE, "installPlanApproval": "Manual"},
+        "status": {"installPlanRef": {"apiVersion": OLM, "kind": "InstallPlan", "name": "install-upgrade",
+                                      "namespace": ns}, "lastUpdated": "2026-01-01T00:00:00Z"},
+    })
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), cluster))
+    assert result.exit_code == 1, result.output
+    assert ("GPU step 'approve InstallPlan' failed at InstallPlan nvidia-gpu-operator/install-upgrade: "
+            "it would install gpu-operator-certified.v26.7.0, not gpu-operator-certified.v26.3.1"
+            ) in result.stderr
+    assert "== GPU operator: failed" in result.stdout
+    plan = cluster.api.get(OLM, "InstallPlan", "install-upgrade", ns)
+    assert plan is not None and plan["spec"]["approved"] is False
+
+
+BUILD_FAIL = ("Compiling NVIDIA driver kernel modules...\n"
+              "nvidia/nv.c:42:10: fatal error: linux/foo.h: No such file or directory\n"
+              "make[2]: *** [scripts/Makefile.build:243: nvidia/nv.o] Error 1\n")
+LOAD_FAIL = "+ modprobe nvidia\nmodprobe: ERROR: could not insert 'nvidia': No such device\n"
+
+
+@pytest.mark.parametrize(("log", "container", "cause"), [
+    (BUILD_FAIL, "nvidia-driver-ctr", "the driver failed to build against this kernel"),
+    (LOAD_FAIL, "nvidia-driver-ctr", "the driver was built but failed to load"),
+    (REGISTRY_STALL, "openshift-driver-toolkit-ctr", "the image registry has no storage"),
+])
+def test_the_driver_pods_log_decides_the_diagnosis(runner, tmp_path: Path, log: str, container: str,
+                                                   cause: str) -> None:
+    nodes = sim_nodes()
+    nodes[4] = SimNode("worker-1", 8, driver_log=log)
+    fake = start_cluster(tmp_path, nodes)
+    try:
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake, "--json", timeout="0.05"))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1
+    diagnosis = json.loads(result.stdout)["diagnosis"]
+    assert diagnosis["step"] == "wait for ClusterPolicy ready"
+    assert diagnosis["object"].startswith("Pod nvidia-gpu-operator/nvidia-driver-daemonset-")
+    assert diagnosis["object"].endswith(f"-worker-1 ({container})")
+    assert diagnosis["cause"].startswith(cause)
+    assert diagnosis["log"] == log.splitlines()
+    assert fake.api.schema_violations == []
+
+
+def test_dry_run_on_an_installed_cluster_shows_the_operands_and_writes_nothing(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    inv = gpu_inventory(tmp_path, "gpu:\n  cluster_policy: {driver.rdma.enabled: true}\n")
+    assert runner.invoke(app, gpu_args(inv, cluster)).exit_code == 0
+    before = len(_writes(cluster))
+    result = runner.invoke(app, gpu_args(inv, cluster, "--dry-run", "--json"))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["dry_run"] is True and doc["changes"] == [] and doc["nodes"] == []
+    kinds = [text.split("kind: ", 1)[1].split("\n", 1)[0] for text in doc["planned"]]
+    assert kinds == ["Namespace", "OperatorGroup", "Subscription"] * 2 + [
+        "NodeFeatureDiscovery", "ClusterPolicy"]
+    assert "rdma:\n      enabled: true" in doc["planned"][-1]
+    assert len(_writes(cluster)) == before
+
+
+@pytest.mark.parametrize(("package", "kind"), [("gpu-operator-certified", "ClusterPolicy"),
+                                               ("nfd", "NodeFeatureDiscovery")])
+def test_the_operand_is_picked_from_alm_examples_by_kind_not_position(package: str, kind: str) -> None:
+    from kube_schema import csv
+
+    from upi.gpu.install import example_of
+
+    doc = csv(package)
+    notes = doc["metadata"]["annotations"]
+    examples = json.loads(notes["alm-examples"])
+    assert kind in [e["kind"] for e in examples]
+    # Put every other kind first: a reader taking the first example would pick the wrong one.
+    others = [e for e in examples if e["kind"] != kind]
+    decoy = others or [{"apiVersion": "example.com/v1", "kind": "Decoy", "spec": {}}]
+    notes["alm-examples"] = json.dumps(decoy + [e for e in examples if e["kind"] == kind])
+    assert example_of(doc, kind) == next(e for e in examples if e["kind"] == kind)
