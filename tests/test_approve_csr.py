@@ -149,8 +149,16 @@ def test_watch_approves_as_csrs_arrive_and_survives_a_dropped_stream(fake):
     assert {r.csr for r in skipped} == {"client-existing-node"}
 
 
-def test_manifests_grant_exactly_the_approval_verbs_and_run_watch(runner):
+def test_manifests_need_an_image_holding_upi(runner):
     result = runner.invoke(app, ["approve-csr", INVENTORY, "--manifests"])
+    assert result.exit_code == 2
+    assert "--manifests needs --image" in result.output
+    assert "kind:" not in result.output
+
+
+def test_manifests_grant_exactly_the_approval_verbs_and_run_watch(runner):
+    image = "registry.example.com/infra/upi:0.1.0"
+    result = runner.invoke(app, ["approve-csr", INVENTORY, "--manifests", "--image", image])
     assert result.exit_code == 0, result.output
     docs = {d["kind"]: d for d in yaml.safe_load_all(result.output)}
     assert list(docs) == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
@@ -167,6 +175,7 @@ def test_manifests_grant_exactly_the_approval_verbs_and_run_watch(runner):
     pod = docs["Deployment"]["spec"]["template"]["spec"]
     assert pod["containers"][0]["command"] == ["upi", "approve-csr", "/etc/upi/inventory.yaml", "--watch",
                                                "--json"]
+    assert pod["containers"][0]["image"] == image
     assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
     assert docs["ConfigMap"]["data"]["inventory.yaml"] == inventory_path("dgxpod").read_text()
 

@@ -321,3 +321,26 @@ def test_without_a_render_dir_the_files_go_straight_to_the_http_root(runner, tmp
     again = runner.invoke(app, ["ignition", str(inv), "--dir", str(tmp_path / "assets"), "--force"])
     assert again.exit_code == 0, again.output
     assert "│ local │" in again.output and "changed" in again.output
+
+
+@pytest.mark.parametrize("host_fips", ["0", "1"])
+def test_fips_on_a_host_not_in_fips_mode_is_warned_before_the_installer_refuses(
+        runner, tmp_path: Path, example_dir: Path, monkeypatch: pytest.MonkeyPatch, host_fips: str) -> None:
+    # The kernel's switch is a file upi reads; the fake takes its host's mode from the environment.
+    switch = tmp_path / "fips_enabled"
+    switch.write_text(f"{host_fips}\n")
+    monkeypatch.setattr("upi.ignition.FIPS_SWITCH", switch)
+    if host_fips == "1":
+        monkeypatch.setenv("FAKE_OPENSHIFT_INSTALL_FIPS_HOST", "1")
+    inv = example_dir / "dgxpod.yaml"
+    inv.write_text(inv.read_text().replace("  ssh_key_file: id_rsa.pub\n",
+                                           "  ssh_key_file: id_rsa.pub\n  fips: true\n"))
+    result = ignition(runner, inv, tmp_path)
+    warning = f"upi: warning: cluster.fips is true but this host is not in FIPS mode ({switch} is not 1)"
+    if host_fips == "0":
+        assert result.exit_code == 1, result.output
+        assert warning in " ".join(result.stderr.split())
+        assert result.stderr.index("upi: warning: cluster.fips") < result.stderr.index("fips: Forbidden")
+    else:
+        assert result.exit_code == 0, result.output
+        assert "cluster.fips is true but" not in result.stderr

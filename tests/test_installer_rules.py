@@ -11,6 +11,7 @@ cannot drift apart, and neither can drift from the reference.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -23,10 +24,15 @@ from typing import Any
 import pytest
 import yaml
 from conftest import FAKE_OPENSHIFT_INSTALL, inventory_path
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from upi.cli import app
+from upi.errors import InventoryError
 from upi.facts.installconfig import install_config
+from upi.inventory import parse_inventory
 from upi.inventory.model import Inventory
+from upi.render import install_config_yaml
 
 KEYS = "  ssh_key_file: id_rsa.pub\n"
 ED25519 = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHyx1iXxoJ3I8iH2eD3jE1C/H1ZN7xUf0Xc1xEVt3K8m "
@@ -98,7 +104,7 @@ CASES = [
          "http_proxy", "cluster.proxy.http_proxy", "proxy value is part of the cluster networks"),
     Case("proxy-in-service-network", KEYS,
          proxy("http_proxy: http://192.168.122.5:3128", "https_proxy: https://172.30.0.9:3129"),
-         "https_proxy", "cluster.proxy.https_proxy", "proxy value is part of the cluster networks"),
+         "https_proxy", "cluster.proxy.https_proxy", "proxy value is part of the service networks"),
     Case("proxy-with-only-no-proxy", KEYS, proxy("no_proxy: [.lab.example.com]"), "  proxy:",
          "cluster.proxy", "proxy: Required value: must include httpProxy or httpsProxy"),
     Case("no-proxy-wildcard", KEYS,
@@ -130,6 +136,16 @@ CASES = [
          "source: openshift-release-dev", "cluster.mirrors[0].source", "the repository provided is invalid"),
     Case("mirror-upper-case", SOURCE, "    - source: quay.io/OpenShift-Release-Dev/ocp-release\n",
          "OpenShift-Release-Dev", "cluster.mirrors[0].source", "repository name must be lowercase"),
+    Case("mirror-wildcard", SOURCE, '    - source: "*.quay.io"\n', "*.quay.io", "cluster.mirrors[0].source",
+         "invalid reference format"),
+    Case("mirror-bare-registry-upper-case", MIRROR,
+         "mirrors: [Mirror.Lab.example.com:8443]\n    - source: quay.io/"
+         "openshift-release-dev/ocp-v4.0-art-dev",
+         "Mirror.Lab", "cluster.mirrors[0].mirrors[0]", "repository name must be lowercase"),
+    Case("mirror-trailing-slash", SOURCE, "    - source: quay.io/openshift-release-dev/\n",
+         "source: quay.io/openshift-release-dev/", "cluster.mirrors[0].source", "invalid reference format"),
+    Case("mirror-underscore-host", SOURCE, "    - source: my_registry\n", "my_registry",
+         "cluster.mirrors[0].source", "the repository provided is invalid"),
     Case("service-network-in-masquerade", "  upstream_dns:", "  service_network: 169.254.64.0/18\n"
          "  upstream_dns:", "service_network", "network.service_network",
          "must not overlap with OVNKubernetes default masquerade subnet 169.254.0.0/17"),
@@ -138,10 +154,14 @@ CASES = [
          "must not overlap with OVNKubernetes default masquerade subnet 169.254.0.0/17"),
     Case("join-subnet", "  upstream_dns:", "  service_network: 100.64.8.0/22\n  upstream_dns:",
          "service_network", "network.service_network",
-         "must not overlap with OVNKubernetes default join subnet 100.64.0.0/16"),
+         "must not overlap with OVNKubernetes default internal subnet 100.64.0.0/16"),
     Case("transit-subnet", "  upstream_dns:", "  cluster_network: 100.88.0.0/14\n  upstream_dns:",
          "cluster_network", "network.cluster_network",
          "must not overlap with OVNKubernetes default transit subnet 100.88.0.0/16"),
+    Case("openshift-sdn-on-4.16", "  upstream_dns: [10.33.0.10]\n",
+         "  upstream_dns: [10.33.0.10]\n  network_type: OpenShiftSDN\n", "network_type",
+         "network.network_type", "networkType OpenShiftSDN is not supported, please use OVNKubernetes",
+         base="dgxpod"),
     Case("cluster-network-host-bits", "  upstream_dns:", "  cluster_network: 10.129.0.0/14\n"
          "  upstream_dns:", "cluster_network", "network.cluster_network",
          "invalid network address. got 10.129.0.0/14, expecting 10.128.0.0/14",
@@ -409,3 +429,62 @@ def test_where_upi_is_stricter_than_the_installer(runner, tmp_path: Path, base: 
     version = yaml.safe_load(path.read_text())["cluster"]["openshift_version"]
     installer = fake_create_manifests(tmp_path, config_upi_would_write(path), version)
     assert installer.returncode == 0, installer.stderr
+
+
+# --- property: no proxy or mirror string changes the install-config's shape -----------------
+
+PIECES = ["\n", "\r", "\t", " ", "\x00", "\x1b[2J", "\x85", "\u2028", "'", '"', "\\", "#", ",", ";",
+          "*", "@", ":", "/", "//", "[", "]", "%", "?", "&", "{", "}", "é", "\u0661", "A", "NaN",
+          "a", "b", "0", "9", ".", "-", "_", "://"]
+FIELDS = {
+    ("proxy", "http_proxy"): ["http://proxy.lab.example.com", "http://", "", "HTTP://10.0.0.5:"],
+    ("proxy", "https_proxy"): ["https://proxy.lab.example.com:3129/", "http://u:p@", ""],
+    ("proxy", "no_proxy", 0): [".lab.example.com", "10.0.0.", "", "*"],
+    ("mirrors", 0, "source"): ["quay.io/openshift-release-dev/", "mirror.lab.example.com:", ""],
+    ("mirrors", 1, "mirrors", 0): ["mirror.lab.example.com:8443/ocp4", "localhost:5000/", ""],
+}
+BASE = yaml.safe_load(inventory_path("compact").read_text())
+BASE["cluster"]["proxy"] = {"http_proxy": "http://192.168.122.5:3128", "https_proxy": "http://192.168.122.5:3128",
+                            "no_proxy": [".example.com"]}
+
+
+def _shape(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _shape(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_shape(v) for v in node]
+    return type(node).__name__
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("prop")
+    for name in ("pull-secret.json", "id_rsa.pub", "mirror-ca.pem"):
+        (path / name).write_text((inventory_path("compact").parent / name).read_text())
+    return path
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.sampled_from(sorted(FIELDS, key=str)), data=st.data())
+def test_no_proxy_or_mirror_string_changes_the_install_config_shape(workdir: Path, where: tuple[Any, ...],
+                                                                    data: st.DataObject) -> None:
+    doc = copy.deepcopy(BASE)
+    value = data.draw(st.sampled_from(FIELDS[where])) + data.draw(
+        st.lists(st.sampled_from(PIECES), min_size=1, max_size=5).map("".join))
+    target: Any = doc["cluster"]
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = value
+    path = workdir / "inventory.yaml"
+    try:
+        inv = parse_inventory(yaml.safe_dump(doc, allow_unicode=True), path)
+    except InventoryError as exc:
+        event("refused")
+        assert exc.problems
+        return
+    event("accepted")
+    assert value.isascii() and value.isprintable() and not any(c.isspace() for c in value)
+    written = yaml.safe_load(install_config_yaml(inv))
+    plain = install_config(Inventory.model_validate(BASE).model_copy(update={"source": path}))
+    assert _shape(written) == _shape(plain)
+    assert value in json.dumps(written)

@@ -1,8 +1,15 @@
-"""Output helpers: tables for people, JSON for scripts, errors on stderr."""
+"""Output helpers: tables for people, JSON for scripts, errors on stderr.
+
+Also the log level (`upi --log-level`, `-v`): warnings, progress lines and
+debug lines on stderr are shown or not by it, and library modules log
+through the standard `logging` module under the `upi` logger, which the
+same level governs. Errors are always shown.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -25,9 +32,68 @@ def plain(value: object) -> Any:
     return Text(printable(str(value)))
 
 
+# The names `--log-level` takes, most verbose first, with the logging level each means.
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
+DEFAULT_LEVEL = "info"
+
+
+class _State:
+    level = LEVELS[DEFAULT_LEVEL]
+    json_printed = False
+
+
+_state = _State()
+
+
+class _Stderr(logging.Handler):
+    """Writes `upi` log records to the current sys.stderr (a test may swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        level = "warning" if record.levelno == logging.WARNING else record.levelname.lower()
+        sys.stderr.write(f"upi: {level}: {printable(record.getMessage())}\n")
+
+
+_LOG = logging.getLogger("upi")
+_LOG.addHandler(_Stderr())
+_LOG.propagate = False
+
+
+def set_level(name: str) -> None:
+    """Show messages of level `name` (debug, info, warn, error) and above from now on."""
+    _state.level = LEVELS[name]
+    _LOG.setLevel(LEVELS[name])
+
+
+_ALIASES = {"warning": "warn", "fatal": "error"}  # the installer's (logrus) names
+
+
+def shows(name: str) -> bool:
+    """True when messages of level `name` are shown at the current log level."""
+    return LEVELS[_ALIASES.get(name, name)] >= _state.level
+
+
+def log_level() -> str:
+    """The current log level's name."""
+    return next(n for n, v in LEVELS.items() if v == _state.level)
+
+
+set_level(DEFAULT_LEVEL)
+
+
 def print_json(doc: Any) -> None:
     """One JSON document on stdout."""
+    _state.json_printed = True
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def json_printed() -> bool:
+    """True once this run printed a JSON document (an error then adds none on stdout)."""
+    return _state.json_printed
+
+
+def reset_output() -> None:
+    """Forget what the previous command printed (one process may run several, as tests do)."""
+    _state.json_printed = False
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
@@ -51,8 +117,15 @@ def say(message: str) -> None:
 
 
 def warn(message: str) -> None:
-    """A warning on stderr."""
-    sys.stderr.write(f"upi: warning: {printable(message)}\n")
+    """A warning on stderr (hidden at `--log-level error`)."""
+    if shows("warn"):
+        sys.stderr.write(f"upi: warning: {printable(message)}\n")
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr (hidden at `--log-level warn` and `error`)."""
+    if shows("info"):
+        sys.stderr.write(printable(message) + "\n")
 
 
 def error(message: str) -> None:

@@ -22,6 +22,20 @@ Generated from `upi --help` by `make docs`; do not edit by hand
 Exit codes, for every command: **0** success; **1** a check or an operation
 failed; **2** bad usage or bad input (inventory, flags), always with a
 message naming the file, the field and, for YAML, the line.
+
+Conventions every command follows:
+
+- `upi --log-level debug|info|warn|error COMMAND ...` (or `-v` for debug, or
+  `UPI_LOG_LEVEL`): debug adds every program run and file written; warn hides
+  progress lines; error hides warnings too. Errors always show.
+- Durations: `90s`, `30m`, `2h`, `1h30m`, `500ms`; a bare number counts in the
+  unit the option's help names (as it always did).
+- `--json`: output for scripts on stdout; an error is a JSON object there too,
+  `{"error", "message", "file", "line", "field", "exit_code"}` (for an
+  inventory with several problems also `"problems": [...]`), with the same exit
+  code as without `--json`. A command that already printed its JSON report (a
+  failed check) adds no second document.
+- Shell completion: `upi --install-completion`, or `upi --show-completion bash`.
 """
 
 

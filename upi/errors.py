@@ -6,14 +6,30 @@ Exit codes (docs/cli.md): 0 success, 1 a check or an operation failed,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One located problem in a file: rendered as `FILE:LINE: field.path: message`."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
 class UpiError(Exception):
     """Base of every error upi reports to a user (never with a traceback)."""
 
     exit_code = 1
+    field: str | None = None  # the option or key at fault, for `--json` errors
 
 
 class InventoryError(UpiError):
@@ -21,8 +37,10 @@ class InventoryError(UpiError):
 
     exit_code = 2
 
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
+    def __init__(self, problems: Sequence[str | Problem]) -> None:
+        # Located problems keep their parts for `--json`; a bare string is a message alone.
+        self.located = [p if isinstance(p, Problem) else Problem("", None, "", p) for p in problems]
+        self.problems = [str(p) for p in problems]
         super().__init__("\n".join(self.problems))
 
 
@@ -30,6 +48,12 @@ class UsageError(UpiError):
     """Flags or arguments that cannot work together: exit 2."""
 
     exit_code = 2
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        # Most messages start with the flag they are about (`--dir X: ...`).
+        named = re.match(r"--[a-z][a-z-]*", message)
+        self.field = field or (named.group() if named else None)
 
 
 class RenderError(UpiError):
@@ -51,20 +75,6 @@ class CommandError(UpiError):
         tail = stderr.strip().splitlines()[-5:]
         detail = ("\n" + "\n".join(tail)) if tail else ""
         super().__init__(f"{argv[0]} {what}{detail}")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One located problem in a file: rendered as `FILE:LINE: field.path: message`."""
-
-    file: str
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
 class VmError(UpiError):

@@ -41,6 +41,8 @@ INSTALLER_LOG = ".openshift_install.log"
 SCHEDULER_MANIFEST = "manifests/cluster-scheduler-02-config.yml"
 AUTH_FILES = ("auth/kubeconfig", "auth/kubeadmin-password")
 PREVIOUS_DIR = ".upi-previous"
+# 1 when the kernel runs in FIPS mode, which openshift-install needs for `fips: true`.
+FIPS_SWITCH = Path("/proc/sys/crypto/fips_enabled")
 # What openshift-install and upi leave in ASSETS: moved aside, never deleted, by --force.
 # .upi-wait.json is `upi wait`'s resume record: a new install must not resume the old one.
 # `create manifests` also leaves an empty 000_capi-namespace.yaml; any *.ign goes too.
@@ -117,7 +119,7 @@ def make_ignition(
     secret = inv.resolve(inv.cluster.pull_secret_file).read_text()
     run = Installer(binary, assets, pull_secret_fragments(secret))
     version = run.version()
-    for warning in _version_warnings(inv, version):
+    for warning in [*_version_warnings(inv, version), *_fips_warnings(inv)]:
         on_warning(warning)
     try:
         write_install_config(inv, assets)
@@ -213,6 +215,21 @@ def _version_warnings(inv: Inventory, version_line: str) -> list[str]:
     return [f"{version_line} is for OpenShift {'.'.join(map(str, release))} but the inventory says "
             f"OpenShift {inv.cluster.openshift_version}: the RHCOS images and network type may not "
             "match"]
+
+
+def _fips_warnings(inv: Inventory) -> list[str]:
+    """`fips: true` on a host not in FIPS mode: the installer will refuse; say why first."""
+    if not inv.cluster.fips:
+        return []
+    try:
+        enabled = FIPS_SWITCH.read_text().strip() == "1"
+    except OSError:
+        enabled = False
+    if enabled:
+        return []
+    return [f"cluster.fips is true but this host is not in FIPS mode ({FIPS_SWITCH} is not 1): "
+            "openshift-install refuses it here; run the FIPS-capable installer binary for RHEL 9 on "
+            "a host booted with FIPS enabled"]
 
 
 def write_install_config(inv: Inventory, assets: Path) -> None:

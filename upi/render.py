@@ -13,6 +13,7 @@ from upi.facts.boot import GRUB_FALLBACK, GRUB_IMAGE, PXELINUX_FALLBACK, PXELINU
 from upi.facts.installconfig import install_config
 from upi.gpu.objects import render_files as gpu_files
 from upi.inventory.model import Firmware, Inventory
+from upi.selfpath import upi_command
 from upi.templating import render_template
 
 SECRET = 0o600
@@ -20,9 +21,9 @@ PUBLIC = 0o644
 SCRIPT = 0o755
 MANIFEST = "manifest.json"
 
-# Where the rendered approver units expect upi, the inventory and the
-# kubeconfig on the host that runs them (docs/approve-csr.md says how to put them there).
-UPI_BIN = "/usr/local/bin/upi"
+# Where the rendered approver units expect the inventory and the kubeconfig on
+# the host that runs them (docs/approve-csr.md says how to put them there).
+# upi itself is the one that rendered them, or the inventory's csr_approver.upi.
 CONFIG_DIR = "/etc/upi"
 
 
@@ -118,7 +119,8 @@ def _vms(inv: Inventory) -> list[RenderedFile]:
 
 def _csr(inv: Inventory) -> list[RenderedFile]:
     base = f"{CONFIG_DIR}/{inv.cluster.name}"
-    ctx = {**_common(inv), "upi": UPI_BIN, "inventory": f"{base}/inventory.yaml",
+    upi = inv.csr_approver.upi if inv.csr_approver and inv.csr_approver.upi else upi_command()
+    ctx = {**_common(inv), "upi": upi, "inventory": f"{base}/inventory.yaml",
            "kubeconfig": f"{base}/kubeconfig"}
     names = ["upi-approve-csr.service", "upi-approve-csr-once.service",
              "upi-approve-csr.timer", "crontab"]

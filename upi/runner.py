@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import queue
+import shlex
 import subprocess
 import threading
 import time
@@ -13,6 +15,8 @@ from pathlib import Path
 from typing import IO
 
 from upi.errors import CommandError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ def run(
 ) -> Result:
     """Run `argv` to completion; raise CommandError on a timeout or (if `check`) non-zero exit."""
     args = [str(a) for a in argv]
+    log.debug("run (timeout %gs): %s", timeout, shlex.join(args))
+    started = time.monotonic()
     try:
         proc = subprocess.run(
             args,
@@ -52,6 +58,7 @@ def run(
         raise CommandError(args, None, stderr) from None
     except FileNotFoundError:
         raise CommandError(args, 127, f"{args[0]}: program not found") from None
+    log.debug("%s exited %d after %.2fs", args[0], proc.returncode, time.monotonic() - started)
     if check and proc.returncode != 0:
         raise CommandError(args, proc.returncode, proc.stderr or proc.stdout)
     return Result(tuple(args), proc.returncode, proc.stdout, proc.stderr)
@@ -96,6 +103,7 @@ def stream(
     `grace` seconds, and the exception propagates.
     """
     args = [str(a) for a in argv]
+    log.debug("run (streamed): %s", redact(shlex.join(args), secrets))
     try:
         proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -120,6 +128,7 @@ def stream(
     finally:
         if proc.poll() is None:
             _stop(proc, grace)
+    log.debug("%s exited %d", args[0], returncode)
     return Streamed(tuple(args), returncode, tuple(tail))
 
 

@@ -22,6 +22,7 @@ class CheckOptions:
     cluster_up: bool = False
     http_server: str | None = None
     http_port: int | None = None
+    http_deep: Path | None = None  # render dir: compare sha256 with the files staged in its http/
     timeout: float = 2.0
     retries: int = 1
     concurrency: int = 64
@@ -58,7 +59,7 @@ def run_checks(area: Area, inventory: Path, opts: CheckOptions) -> Report:
 
         report.extend(check_http(inv, server=opts.http_server, port=opts.http_port,
                                  timeout=opts.timeout, retries=opts.retries,
-                                 workers=min(opts.concurrency, 8)))
+                                 workers=min(opts.concurrency, 8), deep=opts.http_deep))
     if area in ("tftp", "all"):
         from upi.check.tftp import check_tftp
 

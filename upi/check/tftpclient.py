@@ -67,19 +67,23 @@ def tftp_get(host: str, port: int, filename: str, sink: Callable[[bytes], None],
 
     Raises TftpError naming what went wrong (server message, timeout, bad packet).
     """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:  # a name is looked up once; one that does not resolve is a TftpError, not a traceback
+        family, _, _, _, dest = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+    except (OSError, UnicodeError) as exc:
+        raise TftpError(f"cannot find the address of {host}: {getattr(exc, 'strerror', None) or exc}"
+                        ) from None
     request = struct.pack("!H", RRQ) + filename.encode() + b"\0octet\0"
     if blksize != DEFAULT_BLKSIZE:
         request += f"blksize\0{blksize}\0".encode()
     with socket.socket(family, socket.SOCK_DGRAM) as sock:
         sock.settimeout(timeout)
-        last, dest = request, (host, port)
+        last = request
         peer: tuple[str, int] | None = None
         size, expected, block_size = 0, 1, DEFAULT_BLKSIZE
         tries = 0
         while True:
-            sock.sendto(last, peer or dest)
             try:
+                sock.sendto(last, peer or dest)
                 data, addr = sock.recvfrom(65536 + 4)
             except TimeoutError:
                 tries += 1

@@ -7,8 +7,10 @@ their commands, in the order `upi --help` lists them.
 
 from __future__ import annotations
 
-from upi.cli import check, files, gpu, machines, metal  # noqa: F401  (they register their commands)
-from upi.cli.base import UpiGroup, app
+from upi.cli import about, check, files, gpu, machines, metal  # noqa: F401  (they register their commands)
+from upi.cli.base import UpiGroup, adopt, app
+
+adopt(app)  # every command registered above gets the shared help and error conventions
 
 __all__ = ["UpiGroup", "app", "main"]
 

@@ -2,35 +2,61 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 
-from upi.cli.base import InventoryArg, JsonOpt, UpiGroup, app
+from upi.cli.base import InventoryArg, JsonOpt, duration_option, sub_app
 
-check_app = typer.Typer(
-    cls=UpiGroup,
+check_app = sub_app(
+    "check",
     help="Prove DNS, the load balancer, the HTTP and TFTP servers are ready (docs/check.md).",
     epilog="\b\nExamples:\n  upi check all inventories/dgxpod.yaml\n"
     "  upi check dns inventories/dgxpod.yaml --server 10.33.3.18 --json",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(check_app, name="check")
+
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+
+
+def server_host(value: str) -> str:
+    """A --server value: an IP address (IPv6 with or without brackets) or a DNS name.
+
+    Anything else (`[::1`, `http://x`, spaces) is refused here, before a URL or a
+    socket address is built from it.
+    """
+    bare = value[1:-1] if value.startswith("[") and value.endswith("]") else value
+    try:
+        return str(ipaddress.ip_address(bare))
+    except ValueError:
+        pass
+    name = value.removesuffix(".")
+    if 0 < len(name) <= 253 and all(_HOST_LABEL.fullmatch(p) for p in name.split(".")):
+        return value
+    raise typer.BadParameter(f"{value[:80]!r} is not a host name or an IP address "
+                             "(IPv6 as ::1 or [::1]; no scheme, port or path)")
+
 
 ServerOpt = Annotated[str | None, typer.Option(
-    "--server", metavar="HOST", help="Probe this host instead of the inventory's.",
-    show_default=False)]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.05, help="Seconds per probe.")]
-RetriesOpt = Annotated[int, typer.Option("--retries", min=0, help="Tries more after a timeout.")]
+    "--server", metavar="HOST",
+    help="Probe this host (default: the inventory's provisioner or load balancer).",
+    parser=server_host, show_default=False)]
+
+
+def _timeout(default: float) -> Any:
+    return duration_option("--timeout", unit="s", default=default, minimum=0.05,
+                           help="How long one probe may take")
+
+
+RetriesOpt = Annotated[int, typer.Option("--retries", min=0, metavar="N", help="Tries more after a timeout.")]
 ConcurrencyOpt = Annotated[int, typer.Option(
-    "--concurrency", min=1, max=1024, help="Probes in flight at once.")]
+    "--concurrency", min=1, max=1024, metavar="N", help="Probes in flight at once.")]
 PortMapOpt = Annotated[list[str] | None, typer.Option(
     "--port-map", metavar="LB_PORT=PORT",
-    help="Dial PORT for the LB port (a tunnel or test LB); repeatable.", show_default=False)]
+    help="Dial PORT for the LB port (a tunnel or test LB); repeatable (default: the LB ports).",
+    show_default=False)]
 ClusterUpOpt = Annotated[bool, typer.Option(
     "--cluster-up", help="The nodes run: a pool with no live server and a failing /readyz fail.")]
 
@@ -55,9 +81,9 @@ def _check(area: Literal["dns", "lb", "http", "tftp", "all"], inventory: Path, a
 def check_dns(
     inventory: InventoryArg,
     server: ServerOpt = None,
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="DNS port.")] = 53,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, metavar="PORT", help="DNS port.")] = 53,
     as_json: JsonOpt = False,
-    timeout: TimeoutOpt = 2.0,
+    timeout: Annotated[float, _timeout(2.0)] = 2.0,
     retries: RetriesOpt = 1,
     concurrency: ConcurrencyOpt = 64,
 ) -> None:
@@ -81,7 +107,7 @@ def check_lb(
     port_map: PortMapOpt = None,
     cluster_up: ClusterUpOpt = False,
     as_json: JsonOpt = False,
-    timeout: TimeoutOpt = 3.0,
+    timeout: Annotated[float, _timeout(3.0)] = 3.0,
     retries: RetriesOpt = 1,
 ) -> None:
     """Connect to the load balancer on 6443, 22623, 443 and 80.
@@ -97,24 +123,42 @@ def check_lb(
 @check_app.command(
     "http",
     epilog="\b\nExamples:\n  upi check http inventories/dgxpod.yaml\n"
-    "  upi check http inventories/dgxpod.yaml --server 127.0.0.1 --port 8080 --json",
+    "  upi check http inventories/dgxpod.yaml --server 127.0.0.1 --port 8080 --json\n"
+    "  upi check http inventories/dgxpod.yaml --deep -o out/dgxpod",
 )
 def check_http(
     inventory: InventoryArg,
     server: ServerOpt = None,
     port: Annotated[int | None, typer.Option(
-        "--port", min=1, max=65535, help="HTTP port (default: http_base_url's).",
+        "--port", min=1, max=65535, metavar="PORT", help="HTTP port (default: http_base_url's).",
+        show_default=False)] = None,
+    deep: Annotated[bool, typer.Option(
+        "--deep", help="Read every file to the end; compare its sha256 with the copy staged in "
+        "-o DIR/http/.")] = False,
+    render_dir: Annotated[Path | None, typer.Option(
+        "-o", "--output", metavar="DIR",
+        help="Render dir whose http/ --deep compares with (no default: required with --deep).",
         show_default=False)] = None,
     as_json: JsonOpt = False,
-    timeout: TimeoutOpt = 5.0,
+    timeout: Annotated[float, _timeout(5.0)] = 5.0,
     retries: RetriesOpt = 1,
 ) -> None:
     """Fetch the RHCOS artifacts and each role's ignition file.
 
     Ignition must be JSON with ignition.version; older than 12 h warns, 24 h fails.
+    Every fetch has an overall deadline of --timeout (--deep: plus 1 s per MiB).
     """
+    from upi.errors import UsageError
+
+    if deep and render_dir is None:
+        raise UsageError("--deep compares with the files staged in a render directory: "
+                         "pass it with -o DIR")
+    if render_dir is not None and not deep:
+        raise UsageError("-o DIR is only read by --deep: add --deep, or drop -o")
+    if render_dir is not None and not render_dir.is_dir():
+        raise UsageError(f"-o {render_dir}: not a directory (the render directory of this inventory)")
     _check("http", inventory, as_json, http_server=server, http_port=port, timeout=timeout,
-           retries=retries)
+           retries=retries, http_deep=render_dir)
 
 
 @check_app.command(
@@ -125,10 +169,12 @@ def check_http(
 def check_tftp(
     inventory: InventoryArg,
     server: ServerOpt = None,
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TFTP port.")] = 69,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, metavar="PORT", help="TFTP port.")] = 69,
     as_json: JsonOpt = False,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.05, help="Seconds per packet.")] = 2.0,
-    retries: Annotated[int, typer.Option("--retries", min=0, help="Resends after a timeout.")] = 3,
+    timeout: Annotated[float, duration_option("--timeout", unit="s", default=2.0, minimum=0.05,
+                                              help="How long to wait for one packet")] = 2.0,
+    retries: Annotated[int, typer.Option(
+        "--retries", min=0, metavar="N", help="Resends after a timeout.")] = 3,
 ) -> None:
     """Fetch over TFTP what pxelinux and GRUB fetch: loaders, per-MAC files, kernel, initramfs.
 
@@ -146,17 +192,20 @@ def check_tftp(
 def check_all(
     inventory: InventoryArg,
     server: Annotated[str | None, typer.Option(
-        "--server", metavar="HOST", help="Probe DNS, LB, HTTP and TFTP all at this host.",
-        show_default=False)] = None,
-    dns_port: Annotated[int, typer.Option("--dns-port", min=1, max=65535, help="DNS port.")] = 53,
+        "--server", metavar="HOST",
+        help="Probe DNS, LB, HTTP and TFTP all at this host (default: the inventory's hosts).",
+        parser=server_host, show_default=False)] = None,
+    dns_port: Annotated[int, typer.Option(
+        "--dns-port", min=1, max=65535, metavar="PORT", help="DNS port.")] = 53,
     http_port: Annotated[int | None, typer.Option(
-        "--http-port", min=1, max=65535, help="HTTP port (default: http_base_url's).",
+        "--http-port", min=1, max=65535, metavar="PORT", help="HTTP port (default: http_base_url's).",
         show_default=False)] = None,
-    tftp_port: Annotated[int, typer.Option("--tftp-port", min=1, max=65535, help="TFTP port.")] = 69,
+    tftp_port: Annotated[int, typer.Option("--tftp-port", min=1, max=65535, metavar="PORT",
+                                           help="TFTP port.")] = 69,
     port_map: PortMapOpt = None,
     cluster_up: ClusterUpOpt = False,
     as_json: JsonOpt = False,
-    timeout: TimeoutOpt = 2.0,
+    timeout: Annotated[float, _timeout(2.0)] = 2.0,
     retries: RetriesOpt = 1,
 ) -> None:
     """Run the dns, lb, http and tftp checks in one report."""

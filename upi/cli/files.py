@@ -42,7 +42,7 @@ def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
 def render(
     inventory: InventoryArg,
     out: Annotated[Path, typer.Option("-o", "--output", help="Directory to write into.",
-                                      parser=output_dir, metavar="PATH")],
+                                      parser=output_dir, metavar="DIR")],
     diff: Annotated[bool, typer.Option("--diff", help="Show a unified diff of what changes.")] = False,
     force: Annotated[
         bool, typer.Option("--force", help="Write into a directory holding files upi did not write.")
@@ -99,13 +99,15 @@ def schema() -> None:
 )
 def push(
     inventory: InventoryArg,
-    out: Annotated[Path, typer.Option("-o", "--output", help="The render directory to push from.")],
+    out: Annotated[Path, typer.Option(
+        "-o", "--output", metavar="DIR", help="The render directory to push from.")],
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Change nothing; show files, targets and commands.")
     ] = False,
     only: Annotated[
         str | None,
-        typer.Option("--only", metavar="provisioner|load_balancer", help="Push to one target only."),
+        typer.Option("--only", metavar="provisioner|load_balancer", show_default=False,
+                     help="Push to one target only (default: both)."),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -136,10 +138,12 @@ def push(
 def ignition(
     inventory: InventoryArg,
     assets: Annotated[Path, typer.Option(
-        "--dir", help="openshift-install's assets directory (auth/ stays here).", show_default=False)],
+        "--dir", metavar="ASSETS", help="openshift-install's assets directory (auth/ stays here).",
+        show_default=False)],
     out: Annotated[Path | None, typer.Option(
-        "-o", "--output", help="Render dir: stage the files in its http/ignition/ for `upi push`. "
-        "Without it they are published to the provisioner's HTTP root at once.",
+        "-o", "--output", metavar="DIR",
+        help="Render dir: stage the files in its http/ignition/ for `upi push` (default: none, "
+        "publish them to the provisioner's HTTP root at once).",
         show_default=False)] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Move an older install's files in --dir aside and start afresh.")] = False,
@@ -157,10 +161,13 @@ def ignition(
     certificates inside expire after 24 h.
     """
     from upi.ignition import make_ignition
-    from upi.installer_log import display
+    from upi.installer_log import display, parse_line
 
-    result = make_ignition(inventory, assets, out, force=force, installer=openshift_install,
-                           on_line=lambda line: console.say_err(f"  {display(line)}"),
+    def show(line: str) -> None:
+        if console.shows(parse_line(line).level):  # the installer's debug lines only with -v
+            console.progress(f"  {display(line)}")
+
+    result = make_ignition(inventory, assets, out, force=force, installer=openshift_install, on_line=show,
                            on_warning=console.warn)
     if result.moved_aside:
         console.say(f"moved the older install's files to {result.moved_aside}")

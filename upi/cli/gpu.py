@@ -7,30 +7,35 @@ from typing import Annotated
 
 import typer
 
-from upi.cli.base import InventoryArg, JsonOpt, app
+from upi.cli.base import InventoryArg, JsonOpt, app, duration_option
 
 
 @app.command(
     epilog="\b\nExamples:\n  upi gpu inventories/dgxpod.yaml --dir assets/dgxpod\n"
     "  upi gpu inventories/dgxpod.yaml --kubeconfig ~/.kube/config --dry-run\n"
-    "  upi gpu inventories/dgxpod.yaml --dir assets/dgxpod --json --timeout 45",
+    "  upi gpu inventories/dgxpod.yaml --dir assets/dgxpod --json --timeout 45m",
 )
 def gpu(
     inventory: InventoryArg,
     kubeconfig: Annotated[Path | None, typer.Option(
-        "--kubeconfig", help="Kubeconfig of the cluster (default: KUBECONFIG, then DIR/auth/kubeconfig).")]
+        "--kubeconfig", metavar="FILE", show_default=False,
+        help="Kubeconfig of the cluster (default: KUBECONFIG, then ASSETS/auth/kubeconfig).")]
     = None,
     assets: Annotated[Path | None, typer.Option(
-        "--dir", help="openshift-install's assets directory (holds auth/kubeconfig).")] = None,
+        "--dir", metavar="ASSETS", show_default=False,
+        help="openshift-install's assets directory, for its auth/kubeconfig (default: none, "
+        "see --kubeconfig).")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Run the pre-flight checks and print what would be applied; change nothing.")]
     = False,
     as_json: JsonOpt = False,
-    timeout: Annotated[float, typer.Option(
-        "--timeout", metavar="MIN", help="Give up after this many minutes (the driver build takes 10-20).")]
-    = 60.0,
-    poll: Annotated[float, typer.Option(
-        "--poll", metavar="SECONDS", help="How often to look at the cluster while waiting.")] = 5.0,
+    timeout: Annotated[float, duration_option(
+        "--timeout", unit="m", default=3600,
+        help="Give up after this long (the driver build takes 10-20 min)")]
+    = 3600,
+    poll: Annotated[float, duration_option(
+        "--poll", unit="s", default=5.0, help="How often to look at the cluster while waiting")]
+    = 5.0,
 ) -> None:
     """Install NFD and the NVIDIA GPU Operator and prove every GPU node works (docs/gpu.md).
 
@@ -46,6 +51,6 @@ def gpu(
     from upi.commands.gpu import gpu_command
 
     report = gpu_command(inventory, kubeconfig=kubeconfig, assets=assets, dry_run=dry_run,
-                         as_json=as_json, timeout_minutes=timeout, poll=poll)
+                         as_json=as_json, timeout_minutes=timeout / 60, poll=poll)
     if not report.ok:
         raise typer.Exit(1)

@@ -9,13 +9,13 @@ from typing import Annotated, Any
 import typer
 
 from upi import console
-from upi.cli.base import InventoryArg, JsonOpt, app
+from upi.cli.base import InventoryArg, JsonOpt, app, duration_option
 
 
 @app.command(
     "boot-vms",
     epilog="\b\nExamples:\n  upi boot-vms inventories/dgxpod.yaml --dry-run\n"
-    "  upi boot-vms inventories/dgxpod.yaml --watch --timeout 3600\n"
+    "  upi boot-vms inventories/dgxpod.yaml --watch --timeout 1h\n"
     "  upi boot-vms inventories/dgxpod.yaml --connect qemu+ssh://root@kvm1/system\n"
     "  upi boot-vms inventories/dgxpod.yaml --destroy bootstrap",
 )
@@ -23,7 +23,8 @@ def boot_vms(
     inventory: InventoryArg,
     connect: Annotated[
         str | None,
-        typer.Option("--connect", metavar="URI", help="libvirt URI for every VM (overrides the inventory)."),
+        typer.Option("--connect", metavar="URI",
+                     help="libvirt URI for every VM (default: the inventory's hypervisor.uri)."),
     ] = None,
     watch: Annotated[
         bool,
@@ -36,11 +37,11 @@ def boot_vms(
         bool, typer.Option("--replace", help="Redefine VMs that exist but differ from the inventory.")
     ] = False,
     destroy: Annotated[
-        str | None, typer.Option("--destroy", metavar="NAME", help="Remove the VM NAME and its disk.")
+        str | None, typer.Option("--destroy", metavar="NAME",
+                                 help="Remove the VM NAME and its disk (default: remove none).")
     ] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", metavar="S", help="Seconds --watch waits in all.")
-    ] = 3600,
+    timeout: Annotated[float, duration_option(
+        "--timeout", unit="s", default=3600, help="How long --watch waits in all")] = 3600,
     as_json: JsonOpt = False,
 ) -> None:
     """Create and start the bootstrap and master VMs with libvirt (docs/boot-vms.md)."""
@@ -55,17 +56,21 @@ def boot_vms(
     epilog="\b\nExamples:\n  upi approve-csr inventories/dgxpod.yaml --dir install --once\n"
     "  upi approve-csr inventories/dgxpod.yaml --kubeconfig install/auth/kubeconfig --watch --json\n"
     "  upi approve-csr inventories/dgxpod.yaml --once --dry-run\n"
-    "  upi approve-csr inventories/dgxpod.yaml --manifests | oc apply -f -\n"
+    "  upi approve-csr inventories/dgxpod.yaml --manifests --image registry.example.com/upi:0.1 \\\n"
+    "      | oc apply -f -\n"
     "  upi approve-csr inventories/dgxpod.yaml --dir install --release csr-8xk2p"
 )
 def approve_csr(
     inventory: InventoryArg,
     kubeconfig: Annotated[
-        Path | None, typer.Option("--kubeconfig", help="Kubeconfig (default: KUBECONFIG, then "
+        Path | None, typer.Option("--kubeconfig", metavar="FILE",
+                                  help="Kubeconfig (default: KUBECONFIG, then "
                                   "DIR/auth/kubeconfig, then the pod's service account).")
     ] = None,
     assets: Annotated[
-        Path | None, typer.Option("--dir", help="The installer's asset directory (uses its auth/kubeconfig).")
+        Path | None, typer.Option("--dir", metavar="ASSETS", show_default=False,
+                                  help="The installer's asset directory, for its auth/kubeconfig "
+                                  "(default: none, see --kubeconfig).")
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="Decide every pending CSR, then exit (default).")]
     = False,
@@ -75,10 +80,15 @@ def approve_csr(
     manifests: Annotated[
         bool, typer.Option("--manifests", help="Print the in-cluster form (RBAC + Deployment) as YAML.")
     ] = False,
-    image: Annotated[str | None, typer.Option("--image", help="Image for --manifests' Deployment.")] = None,
+    image: Annotated[str | None, typer.Option(
+        "--image", metavar="IMAGE", show_default=False,
+        help="An image holding upi, for --manifests' Deployment (no default: required with "
+        "--manifests).")] = None,
     release: Annotated[
-        list[str] | None, typer.Option("--release", metavar="CSR", help="Approve this held client CSR "
-                                       "(checked, see docs/approve-csr.md), and nothing else; repeatable.")
+        list[str] | None, typer.Option("--release", metavar="CSR", show_default=False,
+                                       help="Approve this held client CSR (checked, see "
+                                       "docs/approve-csr.md), and nothing else; repeatable "
+                                       "(default: none, decide every pending CSR).")
     ] = None,
 ) -> None:
     """Approve the node CSRs of the inventory's nodes, and only those (docs/approve-csr.md)."""
@@ -89,11 +99,15 @@ def approve_csr(
     if release and (watch or manifests):
         raise UsageError("--release approves the named CSRs in one pass: not with --watch or --manifests")
     if manifests:
-        from upi.csr.manifests import IMAGE, manifests_yaml
+        from upi.csr.manifests import manifests_yaml
         from upi.inventory import load_inventory
 
+        if not image:
+            # No public image holds upi: a default would deploy a pod stuck in ImagePullBackOff.
+            raise UsageError("--manifests needs --image: an image that holds upi "
+                             "(build one from this checkout; docs/approve-csr.md)", field="--image")
         load_inventory(inventory, check_files=False)  # refuse to ship an invalid inventory
-        console.say(manifests_yaml(inventory.read_text(encoding="utf-8"), image or IMAGE).rstrip("\n"))
+        console.say(manifests_yaml(inventory.read_text(encoding="utf-8"), image).rstrip("\n"))
         return
     from upi.commands.approve_csr import approve_csr as run
 
@@ -112,52 +126,58 @@ def approve_csr(
     epilog="\b\nExamples:\n  upi wait inventories/dgxpod.yaml --dir assets/dgxpod\n"
     "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --kubeconfig-to ~/.kube/config\n"
     "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --keep-bootstrap --no-vms --json\n"
-    "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --deadline 180   # slow hardware\n"
+    "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --deadline 3h   # slow hardware\n"
     "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --gpu   # on to GPUs verified"
 )
 def wait(
     inventory: InventoryArg,
     assets: Annotated[Path, typer.Option(
-        "--dir", help="openshift-install's assets directory (the one `upi ignition` used).",
+        "--dir", metavar="ASSETS", help="openshift-install's assets directory (the one `upi ignition` used).",
         show_default=False)],
     render_dir: Annotated[Path | None, typer.Option(
-        "-o", "--output", help="Render dir: judge the age of the ignition files staged there.")] = None,
+        "-o", "--output", metavar="DIR", show_default=False,
+        help="Render dir: judge the age of the ignition files staged there (default: judge none).")] = None,
     kubeconfig: Annotated[Path | None, typer.Option(
-        "--kubeconfig", help="Kubeconfig for CSRs and nodes (default: DIR/auth/kubeconfig).")] = None,
+        "--kubeconfig", metavar="FILE", show_default=False,
+        help="Kubeconfig for CSRs and nodes (default: ASSETS/auth/kubeconfig).")] = None,
     connect: Annotated[str | None, typer.Option(
-        "--connect", metavar="URI", help="libvirt URI for every VM (overrides the inventory).")] = None,
+        "--connect", metavar="URI", show_default=False,
+        help="libvirt URI for every VM (default: the inventory's hypervisor.uri).")] = None,
     keep_bootstrap: Annotated[bool, typer.Option(
         "--keep-bootstrap", help="Leave the bootstrap in HAProxy and its VM alone.")] = False,
     no_approve: Annotated[bool, typer.Option(
         "--no-approve", help="Do not approve node CSRs (something else does).")] = False,
     no_vms: Annotated[bool, typer.Option(
         "--no-vms", help="Do not restart VMs that power off after their install.")] = False,
-    deadline: Annotated[float | None, typer.Option(
-        "--deadline", metavar="MINUTES",
+    deadline: Annotated[float | None, duration_option(
+        "--deadline", unit="m", default=None,
         help="Retry timeouts until this long after the start (default: the installer's "
-        "budgets, 65 min bootstrap + 70 min install).")] = None,
-    retry_pause: Annotated[float, typer.Option(
-        "--retry-pause", metavar="SECONDS", help="Pause before retrying a wait that timed out.")] = 10.0,
+        "budgets, 65 min bootstrap + 70 min install)")] = None,
+    retry_pause: Annotated[float, duration_option(
+        "--retry-pause", unit="s", default=10.0, help="Pause before retrying a wait that timed out")] = 10.0,
     kubeconfig_to: Annotated[Path | None, typer.Option(
-        "--kubeconfig-to", metavar="PATH", help="Copy DIR/auth/kubeconfig here at the end (0600).")]
+        "--kubeconfig-to", metavar="PATH", show_default=False,
+        help="Copy ASSETS/auth/kubeconfig here at the end, 0600 (default: copy it nowhere).")]
     = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Let --kubeconfig-to back up and replace a different file.")] = False,
     show_password: Annotated[bool, typer.Option(
         "--show-password", help="Print the kubeadmin password at the end.")] = False,
     openshift_install: Annotated[Path | None, typer.Option(
-        "--openshift-install", metavar="PATH",
+        "--openshift-install", metavar="PATH", show_default=False,
         help="The installer binary (default: $UPI_OPENSHIFT_INSTALL, then PATH).")] = None,
     as_json: Annotated[bool, typer.Option(
-        "--json", help="Print one JSON summary at the end (progress goes to stderr).")] = False,
+        "--json", help="Print one JSON summary at the end (progress goes to stderr; an error is a "
+        "JSON object too).")] = False,
     gpu: Annotated[bool, typer.Option(
         "--gpu", help="Go on from install-complete into `upi gpu`'s steps; end at \"GPUs verified\".")]
     = False,
-    gpu_timeout: Annotated[float, typer.Option(
-        "--gpu-timeout", metavar="MIN", help="With --gpu: give up on the GPU steps after this many minutes.")]
-    = 60.0,
-    gpu_poll: Annotated[float, typer.Option(
-        "--gpu-poll", metavar="SECONDS", help="With --gpu: how often to look at the cluster.")] = 5.0,
+    gpu_timeout: Annotated[float, duration_option(
+        "--gpu-timeout", unit="m", default=3600, help="With --gpu: give up on the GPU steps after this long")]
+    = 3600,
+    gpu_poll: Annotated[float, duration_option(
+        "--gpu-poll", unit="s", default=5.0,
+        help="With --gpu: how often to look at the cluster")] = 5.0,
 ) -> None:
     """Drive the install to "Install complete!" (docs/wait.md), with --gpu on to "GPUs verified".
 
@@ -174,8 +194,9 @@ def wait(
 
     req = WaitRequest(inventory, assets, render_dir=render_dir, kubeconfig=kubeconfig, connect=connect,
                       keep_bootstrap=keep_bootstrap, approve=not no_approve, vms=not no_vms,
-                      deadline_minutes=deadline, retry_pause=retry_pause, installer=openshift_install,
+                      deadline_minutes=deadline / 60 if deadline is not None else None,
+                      retry_pause=retry_pause, installer=openshift_install,
                       kubeconfig_to=kubeconfig_to.expanduser() if kubeconfig_to else None, force=force,
-                      gpu=gpu, gpu_timeout=gpu_timeout, gpu_poll=gpu_poll)
+                      gpu=gpu, gpu_timeout=gpu_timeout / 60, gpu_poll=gpu_poll)
     if not wait_command(req, show_password=show_password, as_json=as_json).ok:
         raise typer.Exit(1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from upi.writer import (
     unified_diff,
     write_tree,
 )
+
+log = logging.getLogger(__name__)
 
 
 def summary(inv: Inventory) -> dict[str, Any]:
@@ -70,6 +73,8 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
     extra = stage_bootloaders() if bootloaders else kept_bootloaders(out, previous_files(out))
     files: list[RenderedFile] = render_inventory(inv, extra, retire_bootstrap=retire_bootstrap)
     changes = plan(out, files)
+    for change in changes:
+        log.debug("%s: %s", change.path, change.status)
     text = unified_diff(out, files, changes) if diff else None
     notes = warnings(inv)  # the inventory's own (validate prints them too)
     refused = manifest_files(previous_manifest(out))[1]
@@ -88,8 +93,6 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
 
 def schema() -> str:
     """The inventory's JSON Schema, for editors (yaml-language-server)."""
-    doc = Inventory.model_json_schema(mode="validation")
-    doc["properties"].pop("source", None)
-    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    doc["title"] = "upi inventory"
-    return json.dumps(doc, indent=2) + "\n"
+    from upi.inventory.schema import inventory_schema
+
+    return json.dumps(inventory_schema(), indent=2) + "\n"

@@ -64,10 +64,13 @@ def parse_object(raw: bytes, what: str) -> dict[str, Any]:
 class Api:
     """JSON over a client (httpx API: `stream`) whose base URL and credentials are the kubeconfig's."""
 
-    def __init__(self, http: Any, *, max_bytes: int = MAX_RESPONSE, max_event: int = MAX_EVENT,
-                 deadline: float = REQUEST_SECONDS) -> None:
+    def __init__(self, http: Any, *, max_bytes: int | None = None, max_event: int | None = None,
+                 deadline: float | None = None) -> None:
         self.http = http
-        self.max_bytes, self.max_event, self.deadline = max_bytes, max_event, deadline
+        # None: the module's limits, read now (so a test can lower them for every Api).
+        self.max_bytes = MAX_RESPONSE if max_bytes is None else max_bytes
+        self.max_event = MAX_EVENT if max_event is None else max_event
+        self.deadline = REQUEST_SECONDS if deadline is None else deadline
 
     def request(self, method: str, path: str, *, params: dict[str, str] | None = None,
                 body: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -57,6 +57,25 @@ def _config(kubeconfig: Path | None) -> Any:
         raise UsageError(f"{where}: cannot use this kubeconfig: {exc}") from None
 
 
+def _check_server(server: str, where: object) -> None:
+    """A kubeconfig's server URL must parse (`https://[::1`, `https://h:x` would crash the client)."""
+    import httpx2
+
+    try:
+        url = httpx2.URL(server)
+        port = url.port
+    except httpx2.InvalidURL as exc:
+        reason = str(exc)
+    else:
+        if not url.host or "%" in url.host:  # '%': a space or the like, percent-encoded
+            reason = "no usable host name"
+        elif port is not None and not 0 < port < 65536:
+            reason = f"port {port} is not 1-65535"
+        else:
+            return
+    raise UsageError(f"{where}: server {server[:200]!r} is not a URL upi can use ({reason})")
+
+
 def connect(kubeconfig: Path | None, *, timeout: float = 10.0) -> Connection:
     """Clients for the kubeconfig's current context; TLS is always verified."""
     import httpx2
@@ -71,7 +90,8 @@ def connect(kubeconfig: Path | None, *, timeout: float = 10.0) -> Connection:
         raise UsageError(f"{where}: insecure-skip-tls-verify is set; upi approves certificates "
                          "only over a verified connection")
     if not server.startswith("https://"):
-        raise UsageError(f"{where}: server {server} is not https://")
+        raise UsageError(f"{where}: server {server[:200]!r} is not https://")
+    _check_server(server, where)
     try:
         api = Client(config, timeout=httpx2.Timeout(timeout))
         http = http_client(config, ConnectionParams(timeout=httpx2.Timeout(timeout)))

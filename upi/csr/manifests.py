@@ -6,12 +6,10 @@ from typing import Any
 
 import yaml
 
-from upi import __version__
 from upi.csr.decide import CLIENT_SIGNER, SERVING_SIGNER
 
 NAMESPACE = "upi-approve-csr"
 NAME = "upi-approve-csr"
-IMAGE = f"localhost/upi:{__version__}"
 CERTS = "certificates.k8s.io"
 
 
@@ -54,7 +52,7 @@ def _deployment(image: str) -> dict[str, Any]:
                      "template": {"metadata": {"labels": labels}, "spec": pod}}}
 
 
-def manifests(inventory_text: str, image: str = IMAGE) -> list[dict[str, Any]]:
+def manifests(inventory_text: str, image: str) -> list[dict[str, Any]]:
     """Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, the inventory ConfigMap, Deployment."""
     meta = {"name": NAME, "namespace": NAMESPACE}
     return [
@@ -83,7 +81,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-def manifests_yaml(inventory_text: str, image: str = IMAGE) -> str:
+def manifests_yaml(inventory_text: str, image: str) -> str:
     """The manifests as one multi-document YAML stream, for `oc apply -f -`."""
     return yaml.dump_all(manifests(inventory_text, image), Dumper=_Dumper, sort_keys=False,
                          default_flow_style=False)

@@ -82,6 +82,11 @@ class Kube:
             raise self._error(exc, what) from None
         except (httpx2.HTTPError, OSError) as exc:
             raise ClusterError(f"cannot reach the API at {self.conn.server}: {exc}") from None
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            # Garbage, truncated or absurdly nested JSON (msgspec's errors are ValueErrors).
+            why = str(exc)[:200] or type(exc).__name__
+            raise ClusterError(f"{what}: the API at {self.conn.server} answered something that is "
+                               f"not a Kubernetes object ({why})") from None
 
     def _error(self, exc: Exception, what: str) -> ClusterError:
         status = getattr(exc, "status", None)
@@ -92,11 +97,11 @@ class Kube:
         """The object, or None when it does not exist."""
         res = resource(api_version, kind)
         obj = self._call(
-            lambda: self.conn.api.get(res, name, namespace=namespace),
+            lambda: _plain(self.conn.api.get(res, name, namespace=namespace)),
             describe(api_version, kind, name, namespace),
             missing_ok=True,
         )
-        return None if obj is None else _plain(obj)
+        return obj
 
     def find(
         self, api_version: str, kind: str, namespace: str | None = None, labels: dict[str, str] | None = None
@@ -117,11 +122,10 @@ class Kube:
         what = describe(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
         before = self.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
         resource(obj["apiVersion"], obj["kind"])  # registers the kind for from_dict
-        out = _plain(
-            self._call(
-                lambda: self.conn.api.apply(from_dict(obj), field_manager=FIELD_MANAGER), f"apply {what}"
-            )
+        out = self._call(
+            lambda: _plain(self.conn.api.apply(from_dict(obj), field_manager=FIELD_MANAGER)), f"apply {what}"
         )
+        assert out is not None  # noqa: S101 - only missing_ok calls return None
         old_rv = (before or {}).get("metadata", {}).get("resourceVersion")
         return Applied(out, changed=old_rv != out["metadata"].get("resourceVersion"), created=before is None)
 
@@ -130,19 +134,14 @@ class Kube:
         from lightkube.types import PatchType
 
         res = resource(api_version, kind)
-        return _plain(
-            self._call(
-                lambda: self.conn.api.patch(
-                    res,
-                    name,
-                    patch,
-                    namespace=namespace,
-                    patch_type=PatchType.MERGE,
-                    field_manager=FIELD_MANAGER,
-                ),
-                f"patch {describe(api_version, kind, name, namespace)}",
-            )
+        out = self._call(
+            lambda: _plain(self.conn.api.patch(
+                res, name, patch, namespace=namespace, patch_type=PatchType.MERGE,
+                field_manager=FIELD_MANAGER)),
+            f"patch {describe(api_version, kind, name, namespace)}",
         )
+        assert out is not None  # noqa: S101 - only missing_ok calls return None
+        return out
 
     def create(self, obj: Obj) -> Obj:
         """Create an object (the validation pods: each run gets a fresh one)."""
@@ -156,11 +155,12 @@ class Kube:
             meta.get("name") or meta.get("generateName", ""),
             meta.get("namespace"),
         )
-        return _plain(
-            self._call(
-                lambda: self.conn.api.create(from_dict(obj), field_manager=FIELD_MANAGER), f"create {what}"
-            )
+        out = self._call(
+            lambda: _plain(self.conn.api.create(from_dict(obj), field_manager=FIELD_MANAGER)),
+            f"create {what}",
         )
+        assert out is not None  # noqa: S101 - only missing_ok calls return None
+        return out
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         """Delete an object; gone already is fine."""
@@ -188,4 +188,6 @@ class Kube:
 def _plain(obj: Any) -> Obj:
     to_dict = getattr(obj, "to_dict", None)
     out: Obj = to_dict() if to_dict is not None else dict(obj)
+    if not isinstance(out.get("metadata", {}), dict):
+        raise TypeError("metadata is not an object")
     return out

@@ -24,11 +24,10 @@ if TYPE_CHECKING:
 
 # A pull secret is a few KB; anything near this is not one (and is read whole).
 MAX_PULL_SECRET = 1 << 20
-# Key types a FIPS cluster cannot use (the installer: "Please use rsa or ecdsa").
-FIPS_REFUSED_KEYS = ("ssh-ed25519", "sk-ssh-ed25519@openssh.com")
+# The key types a FIPS cluster takes (the installer: "Please use rsa or ecdsa").
+FIPS_KEYS = re.compile(r"ecdsa-sha2-nistp[0-9]{3}|ssh-rsa")
 # What a proxy URL may hold: RFC 3986 characters, no space, quote, backslash or control.
 _URL = re.compile(r"[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+")
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 # A lowercase RFC 1123 subdomain (what the installer takes in noProxy and as a registry host).
 _SUBDOMAIN = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
 # github.com/distribution/reference: a registry host[:port] and lowercase path components.
@@ -63,14 +62,14 @@ def installer_rules(inv: Inventory) -> Iterator[Finding]:
 def installer_warnings(inv: Inventory) -> list[str]:
     """What the installer needs beyond the inventory, and secrets it will publish."""
     out = []
-    if inv.cluster.fips:
+    c = inv.cluster
+    if c.fips:
         out.append(
             "cluster.fips is true: openshift-install refuses it unless it is the FIPS-capable "
             "installer binary for RHEL 9 running on a host booted in FIPS mode: run upi ignition "
             "there " + _installer("fips: Forbidden: target cluster is in FIPS mode, use the "
                                   "FIPS-capable installer binary for RHEL 9 on a host with FIPS enabled.")
         )
-    c = inv.cluster
     if c.additional_trust_bundle_file and not c.proxy and c.version < (4, 12):
         out.append(
             "cluster.additional_trust_bundle_file without a proxy: before 4.12 there is no "
@@ -112,8 +111,8 @@ def masquerade_overlap(net: ipaddress.IPv4Network) -> str | None:
     if not net.overlaps(OVN_MASQUERADE):
         return None
     return (
-        f"{net} overlaps OVN-Kubernetes' masquerade subnet {OVN_MASQUERADE} (link-local; OVN's "
-        "default from 4.17, and before it holds 169.254.169.0/29) "
+        f"{net} overlaps OVN-Kubernetes' masquerade subnet {OVN_MASQUERADE} (link-local space, "
+        "OVN's default from 4.17; before 4.17 OVN masquerades in 169.254.169.0/29, inside it) "
         + _installer(f"must not overlap with OVNKubernetes default masquerade subnet {OVN_MASQUERADE}")
     )
 
@@ -189,8 +188,10 @@ def _url_problem(url: str, value: str, key: str, schemes: tuple[str, ...],
         return None
     for name, net in inside.items():
         if host in net:
-            return (f"{host} is inside {name} {net}: the nodes would route it into the cluster "
-                    + _installer(f"proxy.{key}: proxy value is part of the cluster networks"))
+            kind = name.split("_")[0]  # the installer's word: cluster, service
+            return (f"{host} is inside {name} {net}: a proxy must not be part of the cluster networks, "
+                    "the nodes would route it into the cluster "
+                    + _installer(f"proxy.{key}: proxy value is part of the {kind} networks"))
     return None
 
 
@@ -313,6 +314,17 @@ def _split_reference(path: str) -> tuple[str, str | None]:
 
 
 def _bare_registry_problem(value: str) -> str | None:
+    # The installer parses it as a reference first (a name, a tag, a digest), then, the name
+    # not being canonical, takes it as host[:port] (net.SplitHostPort, then a host name or IP).
+    grammar = re.compile(rf"{_COMPONENT.pattern}(?::{_TAG.pattern})?(?:@{_DIGEST.pattern})?")
+    if not grammar.fullmatch(value):
+        if grammar.fullmatch(value.lower()):
+            return "must be lower case " + _installer("repository name must be lowercase")
+        return ("is neither a repository nor a registry host[:port] "
+                + _installer("invalid reference format"))
+    if "@" in value:
+        return ("is a reference (it names a digest): a bare registry is host[:port] "
+                + _installer("the repository provided is invalid"))
     host, _, port = value.partition(":")
     if port and not port.isdigit():
         return (f"is a reference (it ends in :{port[:20]}): a bare registry is host[:port] "
@@ -326,7 +338,7 @@ def _bare_registry_problem(value: str) -> str | None:
         pass
     if len(host) <= 253 and _SUBDOMAIN.fullmatch(host):
         return None
-    return ("is neither a repository nor a registry host[:port] (lower case) "
+    return ("is neither a repository nor a registry host[:port] "
             + _installer("the repository provided is invalid"))
 
 
@@ -335,7 +347,7 @@ def _bare_registry_problem(value: str) -> str | None:
 def fips_ssh_key(inv: Inventory, key_text: str) -> Iterator[Finding]:
     """A FIPS cluster takes rsa and ecdsa keys only."""
     kind = key_text.split(None, 1)[0] if key_text.split() else ""
-    if inv.cluster.fips and kind in FIPS_REFUSED_KEYS:
+    if inv.cluster.fips and not FIPS_KEYS.fullmatch(kind):
         yield ("cluster", "ssh_key_file"), (
             f"{inv.cluster.ssh_key_file} is an {kind} key, which a FIPS cluster (cluster.fips: true) "
             "cannot use: name an rsa or ecdsa public key "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from upi.inventory.quoting import unquoted_versions
 from upi.inventory.rules import check_rules
 from upi.inventory.yamlbounds import check_depth, check_graph, needs_graph_check
 from upi.safefs import UnreadableFile, read_named_text
+
+log = logging.getLogger(__name__)
 
 try:  # libyaml parses a 5,000-node inventory ~10x faster than pure Python, same marks
     from yaml import CSafeLoader as _BaseLoader
@@ -129,7 +132,7 @@ def _parse(text: str, name: str) -> tuple[Any, _Lines]:
         try:
             root = loader.get_single_node()
             if root is None:
-                raise InventoryError([f"{name}: the file is empty; see docs/inventory.md"])
+                raise InventoryError([Problem(name, None, "", "the file is empty; see docs/inventory.md")])
             if needs_graph_check(text):  # aliases, or indented past any real inventory
                 check_graph(root, name)
             data = loader.construct_document(root)
@@ -144,9 +147,9 @@ def _parse(text: str, name: str) -> tuple[Any, _Lines]:
         line = mark.line + 1 if mark else None
         kind = "YAML error" if isinstance(exc, ConstructorError) else "YAML syntax error"
         msg = f"{kind}: {exc.problem or exc}"
-        raise InventoryError([str(Problem(name, line, "", msg))]) from None
+        raise InventoryError([Problem(name, line, "", msg)]) from None
     except yaml.YAMLError as exc:
-        raise InventoryError([f"{name}: YAML error: {exc}"]) from None
+        raise InventoryError([Problem(name, None, "", f"YAML error: {exc}")]) from None
     return data, lines
 
 
@@ -183,7 +186,8 @@ def parse_inventory(text: str, path: Path, *, check_files: bool = True,
     ]
     problems += [Problem(name, lines.line_of(loc), field_path(loc), msg) for loc, msg in lines.unquoted]
     if not isinstance(data, dict):
-        raise InventoryError([f"{name}:1: the top level must be a mapping (cluster:, network:, ...)"])
+        top = "the top level must be a mapping (cluster:, network:, ...)"
+        raise InventoryError([Problem(name, 1, "", top)])
     if "source" in data:
         unknown = _message({"type": "extra_forbidden"})
         problems.append(Problem(name, lines.line_of(("source",)), "source", unknown))
@@ -193,7 +197,7 @@ def parse_inventory(text: str, path: Path, *, check_files: bool = True,
         for err in exc.errors():
             loc = _pydantic_loc(dict(err))
             problems.append(Problem(name, lines.line_of(loc), field_path(loc), _message(dict(err))))
-        raise InventoryError([str(p) for p in problems]) from None
+        raise InventoryError(problems) from None
     inv = inv.model_copy(update={"source": path})
     findings = list(check_rules(inv, check_files=check_files))
     for rule in extra_rules:
@@ -201,7 +205,7 @@ def parse_inventory(text: str, path: Path, *, check_files: bool = True,
     for loc, message in findings:
         problems.append(Problem(name, lines.line_of(loc), field_path(loc), message))
     if problems:
-        raise InventoryError([str(p) for p in problems])
+        raise InventoryError(problems)
     return inv
 
 
@@ -218,9 +222,11 @@ def load_inventory(path: str | Path, *, check_files: bool = True,
     """
     path = Path(path)
     if not path.exists():
-        raise InventoryError([f"{path}: no such inventory file"])
+        raise InventoryError([Problem(str(path), None, "", "no such inventory file")])
     try:  # a FIFO or /dev/zero named as the inventory must not hang upi
         text = read_named_text(path, INVENTORY_LIMIT)
     except UnreadableFile as exc:
-        raise InventoryError([f"{path}: cannot read the inventory: {exc}"]) from None
-    return parse_inventory(text, path, check_files=check_files, extra_rules=extra_rules)
+        raise InventoryError([Problem(str(path), None, "", f"cannot read the inventory: {exc}")]) from None
+    inv = parse_inventory(text, path, check_files=check_files, extra_rules=extra_rules)
+    log.debug("read the inventory %s: cluster %s, %d nodes", path, inv.cluster.domain, len(inv.nodes))
+    return inv

@@ -20,6 +20,7 @@ from upi.inventory.types import (
     DevicePath,
     DnsLabel,
     DomainName,
+    ExecPath,
     HttpUrl,
     HypervisorUri,
     InterfaceName,
@@ -263,6 +264,12 @@ class Node(_Model):
         return self.vm or VmSize()
 
 
+class CsrApprover(_Model):
+    """The rendered CSR approver (csr/ units and crontab) on the host that runs it."""
+
+    upi: ExecPath | None = None
+
+
 class Inventory(_Model):
     """A whole UPI cluster: the one input of every upi command."""
 
@@ -274,6 +281,7 @@ class Inventory(_Model):
     hypervisor: Hypervisor | None = None
     nodes: list[Node] = Field(min_length=1)
     gpu: GpuSettings | None = None
+    csr_approver: CsrApprover | None = None
 
     # Set by the loader: where the inventory file is, for relative paths.
     source: Path = Field(default=Path("inventory.yaml"), exclude=True)

@@ -26,7 +26,7 @@ Finding = tuple[tuple[str | int, ...], str]
 # OVN-Kubernetes reserves these for its join and transit switches (and, in
 # installer_rules, 169.254.0.0/17 for masquerading).
 OVN_INTERNAL = (
-    ("join", ipaddress.IPv4Network("100.64.0.0/16")),
+    ("internal", ipaddress.IPv4Network("100.64.0.0/16")),  # the join switch
     ("transit", ipaddress.IPv4Network("100.88.0.0/16")),
 )
 # Files the inventory names are read whole: none of them is anywhere near this.
@@ -173,7 +173,8 @@ def _network_type(inv: Inventory) -> Iterator[Finding]:
     if chosen is NetworkType.OpenShiftSDN and v >= (4, 15):
         yield loc, (
             f"OpenShiftSDN is not supported for new installs of {inv.cluster.openshift_version}; "
-            "use OVNKubernetes"
+            "use OVNKubernetes (openshift-install: networkType OpenShiftSDN is not supported, "
+            "please use OVNKubernetes)"
         )
     if chosen is NetworkType.OVNKubernetes and v < (4, 6):
         yield loc, f"OVNKubernetes needs OpenShift 4.6 or later (this is {inv.cluster.openshift_version})"

@@ -15,7 +15,7 @@ import re
 from typing import Annotated
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import AfterValidator, BeforeValidator, Field, Strict
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, WithJsonSchema
 
 _MAC = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -267,22 +267,71 @@ def _hypervisor_uri(value: str) -> str:
     return value
 
 
-MacAddress = Annotated[str, AfterValidator(_mac)]
-DnsLabel = Annotated[str, AfterValidator(_label)]
-ClusterName = Annotated[str, AfterValidator(_cluster_name)]
-DomainName = Annotated[str, AfterValidator(_domain)]
-OpenShiftVersion = Annotated[str, BeforeValidator(_stringify), AfterValidator(_version)]
-IPv4 = Annotated[ipaddress.IPv4Address, BeforeValidator(_ipv4)]
-IPv4Net = Annotated[ipaddress.IPv4Network, BeforeValidator(_net)]
-HttpUrl = Annotated[str, AfterValidator(_http_url)]
-AbsPath = Annotated[str, AfterValidator(_abs_path)]
-RedfishUrl = Annotated[str, AfterValidator(_redfish_url)]
-RedfishId = Annotated[str, AfterValidator(_redfish_id)]
+# Each type also carries its JSON Schema (`upi schema`): a pattern an editor can check
+# as the admin types. The validators above stay the judge; a pattern never refuses
+# what they accept.
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+IPV4_PATTERN = rf"^({_OCTET}\.){{3}}{_OCTET}$"
+_LABEL_RE = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_SAFE_CHARS = "A-Za-z0-9._~/%+=:@-"
+
+
+def _schema(pattern: str, description: str, **extra: object) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", "pattern": pattern, "description": description, **extra})
+
+
+MacAddress = Annotated[str, AfterValidator(_mac), _schema(
+    r"^\s*[0-9A-Fa-f][02468aceACE]([:-][0-9A-Fa-f]{2}){5}\s*$",
+    "A unicast MAC address, 52:54:00:aa:bb:cc (dashes and upper case are normalised)")]
+DnsLabel = Annotated[str, AfterValidator(_label), _schema(
+    "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
+    "A DNS label: lowercase letters, digits and hyphens, 1-63 characters, no hyphen at either end")]
+ClusterName = Annotated[str, AfterValidator(_cluster_name), _schema(
+    "^[a-z0-9]([a-z0-9-]{0,52}[a-z0-9])?$",
+    "A DNS label of at most 54 characters (the installer's limit): lowercase letters, digits, hyphens")]
+DomainName = Annotated[str, AfterValidator(_domain), _schema(
+    rf"^({_LABEL_RE}\.)*{_LABEL_RE}\.?$", "A DNS domain name (example.com)", maxLength=MAX_FQDN + 1)]
+OpenShiftVersion = Annotated[str, BeforeValidator(_stringify), AfterValidator(_version), _schema(
+    r"^\s*4\.[0-9]+(\.[0-9]+)?\s*$", 'An OpenShift 4 version in quotes: "4.16" or "4.16.3"')]
+IPv4 = Annotated[ipaddress.IPv4Address, BeforeValidator(_ipv4), _schema(
+    IPV4_PATTERN, "An IPv4 address (10.33.3.18)", format="ipv4")]
+IPv4Net = Annotated[ipaddress.IPv4Network, BeforeValidator(_net), _schema(
+    rf"^({_OCTET}\.){{3}}{_OCTET}(/(3[0-2]|[12]?[0-9]))?$", "An IPv4 network in CIDR form (10.33.3.0/24)")]
+HttpUrl = Annotated[str, AfterValidator(_http_url), _schema(
+    r"^https?://[A-Za-z0-9._~%+=:-]+(/[A-Za-z0-9._~/%+=:@-]*)?$",
+    "An http:// or https:// URL without user or password (http://10.33.3.18:8080)")]
+AbsPath = Annotated[str, AfterValidator(_abs_path), _schema(
+    '^/[^\\s,"\\\\#]*$', 'An absolute path without spaces, line breaks or , " \\ #')]
+RedfishUrl = Annotated[str, AfterValidator(_redfish_url), _schema(
+    r"^https://[A-Za-z0-9._~%+=:-]+/?$", "A BMC's Redfish address: https://HOST[:PORT]")]
+RedfishId = Annotated[str, AfterValidator(_redfish_id), _schema(
+    "^[A-Za-z0-9._~-]+$", "A Redfish system id, as in /redfish/v1/Systems/<id>")]
 # An RHCOS kernel/initramfs/rootfs/image: a path under http_base_url or a full URL.
-Artifact = Annotated[str, AfterValidator(_artifact)]
-DevicePath = Annotated[str, AfterValidator(_device)]
-KernelArg = Annotated[str, AfterValidator(_kernel_arg)]
-HypervisorUri = Annotated[str, AfterValidator(_hypervisor_uri)]
+Artifact = Annotated[str, AfterValidator(_artifact), _schema(
+    f"^[{_SAFE_CHARS}]+$", "A path under http_base_url, or a full http(s) URL: letters, digits and "
+    ". _ ~ / % + = : @ - only (written unquoted into boot files)")]
+DevicePath = Annotated[str, AfterValidator(_device), _schema(
+    r"^/dev/[A-Za-z0-9._:+@-]+(/[A-Za-z0-9._:+@-]+)*$",
+    "A disk device: /dev/sda, /dev/nvme0n1, /dev/disk/by-id/...")]
+KernelArg = Annotated[str, AfterValidator(_kernel_arg), _schema(
+    f"^[,{_SAFE_CHARS}]+$", "One extra kernel argument, no spaces or quotes (console=ttyS0,115200n8)")]
+HypervisorUri = Annotated[str, AfterValidator(_hypervisor_uri), _schema(
+    r"^(qemu|test)(\+(unix|ssh|libssh|libssh2|tls))?://[^\s]*$",
+    "A libvirt URI: qemu:///system, qemu+ssh://root@kvm1/system")]
+# A program upi writes into a systemd ExecStart= and a crontab line: no spaces,
+# no `%` (a specifier to systemd, a newline to cron), no quotes.
+_EXEC = re.compile(r"/[A-Za-z0-9._/+@-]+")
+
+
+def _exec_path(value: str) -> str:
+    if not _fullmatch(_EXEC, value) or ".." in value.split("/"):
+        raise ValueError(f"{_shown(value)} is not an absolute program path of letters, digits and "
+                         ". _ / + @ - (it is written into systemd units and a crontab)")
+    return value
+
+
+ExecPath = Annotated[str, AfterValidator(_exec_path), _schema(
+    r"^/[A-Za-z0-9._/+@-]+$", "An absolute path of a program: /usr/local/bin/upi")]
 # A network interface or bridge name (Linux: at most 15 characters).
 InterfaceName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,15}$")]
 # YAML `true` is not 1 and "22" is not 22: whole numbers are written as numbers.

@@ -38,7 +38,7 @@ def check_depth(text: str, name: str) -> None:
         deepest_at = runs[0].start() if runs else -1
     if deepest_at >= 0:
         line = text.count("\n", 0, deepest_at) + 1
-        raise InventoryError([str(Problem(name, line, "", f"YAML nested more than {MAX_DEPTH} levels deep"))])
+        raise InventoryError([Problem(name, line, "", f"YAML nested more than {MAX_DEPTH} levels deep")])
 
 
 def needs_graph_check(text: str) -> bool:
@@ -72,7 +72,7 @@ def check_graph(root: yaml.Node, name: str) -> None:
 
 
 def _refuse(name: str, node: yaml.Node, message: str) -> None:
-    raise InventoryError([str(Problem(name, node.start_mark.line + 1, "", message))])
+    raise InventoryError([Problem(name, node.start_mark.line + 1, "", message)])
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

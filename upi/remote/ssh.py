@@ -14,7 +14,7 @@ import paramiko
 
 from upi.remote.base import SBIN_DIRS, Content, copy_into
 from upi.remote.errors import HostKeyError, RemoteError
-from upi.remote.hostkeys import RefuseUnknown, changed_key
+from upi.remote.hostkeys import RefuseUnknown, changed_key, load_known_hosts, revoked_key
 from upi.runner import Result
 
 T = TypeVar("T")
@@ -71,10 +71,10 @@ class SshTransport:
         return f"{self.user}@{self.host}:{self.port}"
 
     def _connect(self) -> paramiko.SSHClient:
+        known = load_known_hosts(self.known_hosts)
         client = paramiko.SSHClient()
-        if self.known_hosts.exists():
-            client.load_host_keys(str(self.known_hosts))
-        client.set_missing_host_key_policy(RefuseUnknown(self.host, self.port, self.known_hosts))
+        known.install(client)
+        client.set_missing_host_key_policy(RefuseUnknown(self.host, self.port, known))
         t = self.connect_timeout
         try:
             client.connect(
@@ -87,6 +87,8 @@ class SshTransport:
             raise
         except paramiko.BadHostKeyException as exc:
             client.close()
+            if exc.key.asbytes() in known.revoked:
+                raise revoked_key(self.host, self.port, exc.key, known) from None
             raise changed_key(self.host, self.port, exc.key, exc.expected_key, self.known_hosts) from None
         except paramiko.AuthenticationException as exc:
             client.close()

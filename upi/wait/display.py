@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TextIO
 
-from upi.console import plain, printable
+from upi.console import plain, printable, shows
 from upi.csr.client import Record
 from upi.installer_log import LogEvent
 from upi.vms.status import VmEvent
@@ -34,7 +34,6 @@ STEP_TEXT = {
     "waiting_operators": "waiting for the cluster operators",
     "install_complete": "install complete",
 }
-SHOWN_LEVELS = ("info", "warning", "error", "fatal")
 
 
 def stage_label(name: str) -> str:
@@ -87,7 +86,7 @@ class WaitDisplay:
         with self._lock:
             if event.kind in STEP_TEXT:
                 self.progress.step = STEP_TEXT[event.kind]
-            shown = event.level in SHOWN_LEVELS and bool(event.message)
+            shown = shows(event.level) and bool(event.message)  # upi --log-level decides
             if shown:
                 self.progress.last_message = event.message.splitlines()[0]
         if shown:

@@ -1,0 +1,140 @@
+"""A FAKE HTTP server that misbehaves on purpose, and a real nginx for the rest.
+
+No real server sends a Last-Modified of `yesterday`, a Content-Length of `²`
+or its headers one byte a second, so a few lines of socket code do: each path
+gets a script of raw byte strings (sent as written) and pauses (floats, in
+seconds) between them. Well-behaved serving is nginx's job (`nginx()`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import socketserver
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from check_helpers import LOOPBACK, free_port
+from conftest import require
+
+Script = list[bytes | float]
+
+
+def response(body: bytes, *, status: str = "200 OK", headers: dict[str, str] | None = None) -> bytes:
+    """A raw HTTP/1.1 response; `headers` replace the defaults (a None-free dict, sent as written)."""
+    head = {"Content-Length": str(len(body)), "Connection": "close", **(headers or {})}
+    lines = [f"HTTP/1.1 {status}", *(f"{k}: {v}" for k, v in head.items()), "", ""]
+    return "\r\n".join(lines).encode("latin-1") + body
+
+
+def drip(data: bytes, every: float = 1.0) -> Script:
+    """`data` one byte at a time, `every` seconds apart: a server that never quite stalls."""
+    out: Script = []
+    for b in data:
+        out += [bytes([b]), every]
+    return out
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        conn: socket.socket = self.request
+        conn.settimeout(5)
+        request = b""
+        with contextlib.suppress(OSError):
+            while b"\r\n\r\n" not in request and len(request) < 65536:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                request += chunk
+        parts = request.split(b" ", 2)
+        path = parts[1].decode("latin-1") if len(parts) > 1 else "/"
+        server: FakeHttp = self.server  # type: ignore[assignment]
+        server.requests.append(path)
+        script = server.routes.get(path, server.default)
+        with contextlib.suppress(OSError):
+            for step in script:
+                if server.stopping.is_set():
+                    return
+                if isinstance(step, float):
+                    server.stopping.wait(step)
+                else:
+                    conn.sendall(step)
+
+
+class FakeHttp(socketserver.ThreadingTCPServer):
+    """The fake's state: routes (path -> script), a default script, the paths asked for."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, routes: dict[str, Script], default: Script) -> None:
+        super().__init__((LOOPBACK, 0), _Handler)
+        self.routes, self.default = routes, default
+        self.requests: list[str] = []
+        self.stopping = threading.Event()
+
+
+@contextlib.contextmanager
+def fake_http(routes: dict[str, Script], default: Script | None = None) -> Iterator[FakeHttp]:
+    """Serve the scripts on a loopback port (`server.server_address[1]`) until the block ends."""
+    server = FakeHttp(routes, default or [response(b"\x7fELF" + b"\0" * 64)])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.stopping.set()
+        server.shutdown()
+        server.server_close()
+
+
+NGINX_CONF = """\
+daemon off;
+master_process off;
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    types {{ application/json ign; }}
+    default_type application/octet-stream;
+    server {{
+        listen {host}:{port};
+        root {root};
+    }}
+}}
+"""
+
+
+@contextlib.contextmanager
+def nginx(root: Path, tmp: Path) -> Iterator[int]:
+    """A real nginx serving `root` on a loopback port, as a provisioner's HTTP server would."""
+    binary = require("nginx")
+    tmp.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    conf = tmp / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(tmp=tmp, host=LOOPBACK, port=port, root=root))
+    proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(tmp), "-e", str(tmp / "error.log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        end = time.monotonic() + 10
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), timeout=0.2):
+                break
+            if proc.poll() is not None or time.monotonic() > end:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                raise AssertionError(f"nginx did not start: {err}")
+            time.sleep(0.02)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

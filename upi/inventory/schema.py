@@ -1,0 +1,153 @@
+"""The inventory's JSON Schema (`upi schema`): the model's, with a description for every key.
+
+Editors (yaml-language-server) show the descriptions, complete the enums and
+check the patterns as the admin types. Types carry their own pattern
+(types.py); the words for each key live here, next to each other, so that
+they read as one reference (docs/inventory.md says the same at length).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from upi.inventory.model import Inventory
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+# "Model.key": what the key means to the admin (its type's rule is appended).
+DESCRIPTIONS = {
+    "Inventory.cluster": "Cluster identity and the secrets the installer needs.",
+    "Inventory.network": "Machine, cluster and service networks, and the upstream resolvers.",
+    "Inventory.provisioner": "The x86 server running dnsmasq (DNS, DHCP, TFTP) and the HTTP server.",
+    "Inventory.rhcos": "RHCOS boot artifacts: paths under provisioner.http_base_url, or full URLs.",
+    "Inventory.load_balancer": "The layer-4 load balancer (HAProxy) in front of API and ingress.",
+    "Inventory.hypervisor": "The libvirt host of the VM nodes; required when a node is a VM.",
+    "Inventory.nodes": "Every machine: exactly one bootstrap, 3 masters, any number of workers.",
+    "Inventory.gpu": "GPU day 2 (upi gpu): NFD and the NVIDIA GPU Operator through OLM.",
+    "Inventory.csr_approver": "The rendered CSR approver units (csr/) on the host that runs them.",
+    "CsrApprover.upi": "The upi the units and crontab run (default: the upi that rendered them).",
+    "Cluster.name": "Cluster name; the DNS domain is <name>.<base_domain>.",
+    "Cluster.base_domain": "Base DNS domain of the cluster.",
+    "Cluster.openshift_version": "OpenShift release; drives PXE arguments, SRV records and network type.",
+    "Cluster.pull_secret_file": "JSON pull secret with an \"auths\" object (relative to the inventory).",
+    "Cluster.ssh_key_file": "OpenSSH public key for the core user (relative to the inventory).",
+    "Cluster.fips": "Install in FIPS mode.",
+    "Cluster.proxy": "Cluster-wide egress proxy.",
+    "Cluster.mirrors": "Image mirrors: imageDigestSources (4.14+) or imageContentSources.",
+    "Cluster.additional_trust_bundle_file": "PEM CA certificates trusted cluster-wide (a mirror's CA).",
+    "Proxy.http_proxy": "Proxy for http:// requests.",
+    "Proxy.https_proxy": "Proxy for https:// requests.",
+    "Proxy.no_proxy": "Names, domains and CIDRs reached directly.",
+    "Mirror.source": "The repository the release names (quay.io/openshift-release-dev/ocp-release).",
+    "Mirror.mirrors": "Registries serving the same images.",
+    "Network.machine_cidr": "IPv4 network of the nodes.",
+    "Network.gateway": "Default gateway: a host address inside machine_cidr.",
+    "Network.cluster_network": "IPv4 network the pod subnets are cut from.",
+    "Network.host_prefix": "Prefix of each node's pod subnet: between cluster_network's and /30.",
+    "Network.service_network": "IPv4 network of services.",
+    "Network.upstream_dns": "Resolvers dnsmasq forwards other names to (never the provisioner itself).",
+    "Network.network_type": "Network plugin (default by version: OVNKubernetes from 4.12).",
+    "DhcpRange.start": "First address of the dynamic pool.",
+    "DhcpRange.end": "Last address of the dynamic pool.",
+    "Provisioner.ip": "The provisioner's address; the DNS server DHCP hands out.",
+    "Provisioner.interface": "NIC dnsmasq serves DHCP on.",
+    "Provisioner.http_base_url": "Base URL of RHCOS artifacts and ignition/<role>.ign.",
+    "Provisioner.tftp_root": "TFTP root of dnsmasq.",
+    "Provisioner.http_root": "Directory the HTTP server serves http_base_url from.",
+    "Provisioner.dnsmasq_dir": "Directory of dnsmasq's drop-in configs.",
+    "Provisioner.dhcp_range": "A dynamic pool for hosts the inventory does not name "
+                              "(default: static leases only).",
+    "Provisioner.ssh": "How upi push reaches the provisioner.",
+    "SshTarget.host": "Host to SSH to (default: the section's ip).",
+    "SshTarget.user": "SSH user.",
+    "SshTarget.port": "SSH port.",
+    "SshTarget.known_hosts": "known_hosts file holding the host's key (host keys are checked).",
+    "SshTarget.identity_file": "Private key file to log in with.",
+    "SshTarget.local": "The host is this machine: copy files without SSH.",
+    "SshTarget.reload_command": "argv run after a config changed "
+                                "(default: restart dnsmasq / reload haproxy).",
+    "SshTarget.connect_timeout": "Seconds to wait for the SSH connection.",
+    "SshTarget.command_timeout": "Seconds a remote command may take.",
+    "Rhcos.kernel": "Live kernel (4.6+) or installer kernel (4.1-4.5).",
+    "Rhcos.initramfs": "Live or installer initramfs.",
+    "Rhcos.rootfs": "Live rootfs (coreos.live.rootfs_url): 4.6 and later.",
+    "Rhcos.image": "Metal raw image (coreos.inst.image_url): 4.1-4.5 only.",
+    "LoadBalancer.ip": "Where api, api-int and *.apps point.",
+    "LoadBalancer.hostname": "A name for the load balancer (gets an A record).",
+    "LoadBalancer.ssh": "How upi push reaches the load balancer.",
+    "LoadBalancer.config_path": "Where upi push puts haproxy.cfg.",
+    "Hypervisor.uri": "libvirt URI of the host running the VMs.",
+    "Hypervisor.bridge": "Bridge the VMs' NIC joins (bridged, not NAT).",
+    "Hypervisor.image_dir": "Directory of the VM disks (<cluster>-<node>.qcow2).",
+    "Hypervisor.uefi_loader": "Firmware of UEFI VMs.",
+    "VmSize.vcpus": "Virtual CPUs.",
+    "VmSize.memory_mib": "Memory in MiB.",
+    "VmSize.disk_gib": "Disk in GiB.",
+    "Bmc.address": "Redfish address of the BMC.",
+    "Bmc.credentials_file": "0600 file with the BMC user and password (relative to the inventory).",
+    "Bmc.system_id": "Redfish system id (default: the only system).",
+    "Bmc.verify_tls": "true (the system's CAs), false (not verified; warned), or a CA file for this BMC.",
+    "Bmc.timeout": "Seconds per Redfish request.",
+    "Node.name": "Host name, unique; not a name the cluster's DNS uses (api, apps, ...).",
+    "Node.role": "bootstrap, master or worker.",
+    "Node.mac": "MAC the node network-boots from (its static DHCP lease).",
+    "Node.ip": "The node's address inside machine_cidr, unique.",
+    "Node.machine": "vm or metal (default: vm for bootstrap/master, metal for workers).",
+    "Node.firmware": "bios (pxelinux) or uefi (GRUB) (default: bios for bootstrap/master, uefi for workers).",
+    "Node.install_disk": "Disk RHCOS installs to (default: /dev/vda on a VM, /dev/sda on metal).",
+    "Node.gpu": "A DGX / GPU node: upi gpu verifies it (must boot uefi).",
+    "Node.gpus": "GPUs the node must show as allocatable nvidia.com/gpu (only with gpu: true).",
+    "Node.mig_config": "MIG profile for the nvidia.com/mig.config label (only with gpu: true).",
+    "Node.vm": "Size of a VM node (default: 4 vCPU, 16384 MiB, 100 GiB).",
+    "Node.bmc": "Redfish BMC of a bare-metal node.",
+    "Node.hypervisor": "This node's own libvirt host (default: the top-level hypervisor).",
+    "Node.kernel_args": "Extra kernel arguments, one per item.",
+    "GpuSettings.operator_channel": "GPU Operator channel (default: the package's default channel).",
+    "GpuSettings.nfd_channel": "Node Feature Discovery channel.",
+    "GpuSettings.operator_namespace": "Namespace of the GPU Operator.",
+    "GpuSettings.catalog_sources": "OLM catalog sources; rename them for a mirrored catalog.",
+    "GpuSettings.nfd_image": "NFD operand image (default: by OpenShift version).",
+    "GpuSettings.cluster_policy": "Merged onto the CSV's default ClusterPolicy; dotted keys nest.",
+    "GpuSettings.validation": "The pod run on every GPU node to prove it works.",
+    "CatalogSources.nfd": "Catalog source of the NFD operator.",
+    "CatalogSources.gpu_operator": "Catalog source of the GPU Operator.",
+    "CatalogSources.namespace": "Namespace of the catalog sources.",
+    "Validation.image": "Image of the validation pod.",
+    "Validation.success_log": "Log line that means success.",
+    "Validation.command": "argv replacing the image's entrypoint.",
+}
+
+
+def _describe(model: str, properties: dict[str, Any]) -> None:
+    for key, prop in properties.items():
+        words = DESCRIPTIONS.get(f"{model}.{key}")
+        if words is None:
+            continue
+        rule = prop.get("description") or _inner_description(prop)
+        prop["description"] = f"{words} {rule}" if rule and rule not in words else words
+
+
+def _inner_description(prop: dict[str, Any]) -> str | None:
+    for choice in prop.get("anyOf", []):
+        if "description" in choice:
+            return str(choice["description"])
+    return None
+
+
+def inventory_schema() -> dict[str, Any]:
+    """The inventory's JSON Schema as a dict (draft 2020-12)."""
+    doc = Inventory.model_json_schema(mode="validation")
+    doc["properties"].pop("source", None)
+    _describe("Inventory", doc["properties"])
+    for name, definition in doc.get("$defs", {}).items():
+        _describe(name, definition.get("properties", {}))
+    return {"$schema": SCHEMA_DIALECT, "title": "upi inventory", **doc}
+
+
+def undescribed(doc: dict[str, Any]) -> list[str]:
+    """Keys of `doc` without a description (a test keeps this empty)."""
+    missing = [f"Inventory.{k}" for k, p in doc["properties"].items() if "description" not in p]
+    for name, definition in doc.get("$defs", {}).items():
+        missing += [f"{name}.{k}" for k, p in definition.get("properties", {}).items()
+                    if "description" not in p]
+    return missing
