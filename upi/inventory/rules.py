@@ -224,18 +224,16 @@ def _files(inv: Inventory) -> Iterator[Finding]:
 
 
 def _ssh_files(inv: Inventory) -> Iterator[Finding]:
-    """`push` reads known_hosts and identity_file: plain files, or (known_hosts) none yet."""
+    """`push` hands identity_file to paramiko: a plain file (a FIFO would hang it).
+
+    known_hosts is checked where it is parsed (remote.hostkeys.load_known_hosts).
+    """
     for section in ("provisioner", "load_balancer"):
         ssh = getattr(inv, section).ssh
-        for field in ("known_hosts", "identity_file"):
-            name = getattr(ssh, field, None) if ssh else None
-            if not name:
-                continue
-            if field == "known_hosts" and not inv.resolve(name).exists():
-                continue  # every host key is then unknown: push refuses and says how to add it
-            text, why = _read(inv, name)
+        if ssh and ssh.identity_file and not ssh.local:
+            text, why = _read(inv, ssh.identity_file)
             if text is None:
-                yield (section, "ssh", field), why
+                yield (section, "ssh", "identity_file"), why
 
 
 def _bmcs(inv: Inventory) -> Iterator[Finding]:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from upi.errors import UsageError
 from upi.inventory.model import Inventory, SshTarget
 from upi.remote.base import Transport
 from upi.remote.errors import HostKeyError, RemoteError
 from upi.remote.local import LocalTransport
 from upi.remote.ssh import SshTransport
-from upi.safefs import UnreadableFile, read_named_file
 
 __all__ = ["HostKeyError", "LocalTransport", "RemoteError", "SshTransport", "Transport",
            "open_transport"]
@@ -26,13 +24,6 @@ def open_transport(inv: Inventory, target: SshTarget | None, default_host: str) 
     if cfg.local:
         return LocalTransport(cfg.command_timeout)
     known = inv.resolve(cfg.known_hosts) if cfg.known_hosts else Path("~/.ssh/known_hosts").expanduser()
-    if known.exists():
-        try:  # a FIFO or device there would hang paramiko's reader (the inventory's are checked)
-            read_named_file(known)
-        except UnreadableFile as exc:
-            raise UsageError(f"known_hosts: {exc}") from None
-        except OSError as exc:
-            raise UsageError(f"cannot read known_hosts {known}: {exc.strerror or exc}") from None
     identity = inv.resolve(cfg.identity_file) if cfg.identity_file else None
     return SshTransport(cfg.host or default_host, port=cfg.port, user=cfg.user,
                         known_hosts=known, identity_file=identity,
