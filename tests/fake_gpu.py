@@ -76,6 +76,7 @@ class SimNode:
     validation_fails: str | None = None  # the pod's log when it fails
     driver_log: str | None = None  # the driver container's log when the driver fails (build or load)
     mig_fails: bool = False  # the MIG manager cannot apply the node's layout
+    validation_hangs: bool = False  # the validation image cannot be pulled on this node
     product: str = "NVIDIA-H100-80GB-HBM3"
     devices: list[dict[str, str]] = field(default_factory=list)
 
@@ -530,8 +531,21 @@ class FakeGpuCluster:
             if (pod.get("status") or {}) != st:
                 self.api.set_status("v1", "Pod", meta["name"], meta["namespace"], st)
             return
-        self.validation_pods.append(pod)
         container = spec["containers"][0]["name"]
+        if sim.validation_hangs:
+            image = spec["containers"][0].get("image", "")
+            st = {"phase": "Pending",
+                  "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+                                  "message": f"containers with unready status: [{container}]"}],
+                  "containerStatuses": [{"name": container, "ready": False, "restartCount": 0,
+                                         "image": image, "imageID": "",
+                                         "state": {"waiting": {
+                                             "reason": "ImagePullBackOff",
+                                             "message": f'Back-off pulling image "{image}"'}}}]}
+            if pod.get("status") != st:
+                self.api.set_status("v1", "Pod", meta["name"], meta["namespace"], st)
+            return
+        self.validation_pods.append(pod)
         if wants and sim.validation_fails is None:
             log, phase = VECTORADD_LOG, "Succeeded"
         else:

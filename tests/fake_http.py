@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import socketserver
+import ssl
 import subprocess
 import threading
 import time
@@ -42,6 +43,12 @@ class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         conn: socket.socket = self.request
         conn.settimeout(5)
+        ctx = self.server.ssl_context  # type: ignore[attr-defined]
+        if ctx is not None:
+            try:
+                conn = ctx.wrap_socket(conn, server_side=True)
+            except OSError:
+                return
         request = b""
         with contextlib.suppress(OSError):
             while b"\r\n\r\n" not in request and len(request) < 65536:
@@ -70,17 +77,22 @@ class FakeHttp(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, routes: dict[str, Script], default: Script) -> None:
+    def __init__(self, routes: dict[str, Script], default: Script,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         super().__init__((LOOPBACK, 0), _Handler)
-        self.routes, self.default = routes, default
+        self.routes, self.default, self.ssl_context = routes, default, ssl_context
         self.requests: list[str] = []
         self.stopping = threading.Event()
 
 
 @contextlib.contextmanager
-def fake_http(routes: dict[str, Script], default: Script | None = None) -> Iterator[FakeHttp]:
-    """Serve the scripts on a loopback port (`server.server_address[1]`) until the block ends."""
-    server = FakeHttp(routes, default or [response(b"\x7fELF" + b"\0" * 64)])
+def fake_http(routes: dict[str, Script], default: Script | None = None, *,
+              ssl_context: ssl.SSLContext | None = None) -> Iterator[FakeHttp]:
+    """Serve the scripts on a loopback port (`server.server_address[1]`) until the block ends.
+
+    With `ssl_context` (a server context) every connection is TLS first.
+    """
+    server = FakeHttp(routes, default or [response(b"\x7fELF" + b"\0" * 64)], ssl_context)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -250,3 +250,132 @@ def test_the_operand_is_picked_from_alm_examples_by_kind_not_position(package: s
     decoy = others or [{"apiVersion": "example.com/v1", "kind": "Decoy", "spec": {}}]
     notes["alm-examples"] = json.dumps(decoy + [e for e in examples if e["kind"] == kind])
     assert example_of(doc, kind) == next(e for e in examples if e["kind"] == kind)
+
+
+def test_a_rerun_after_the_catalog_moved_on_keeps_the_installed_operator(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    inv = gpu_inventory(tmp_path)
+    assert runner.invoke(app, gpu_args(inv, cluster)).exit_code == 0
+    # A newer CSV in the same channel, and a new default channel: upgrades are the admin's call.
+    pm = cluster.api.get(PACKAGES, "PackageManifest", "gpu-operator-certified", MARKETPLACE)
+    assert pm is not None
+    pm["status"]["defaultChannel"] = "v26.7"
+    pm["status"]["channels"][0]["currentCSV"] = "gpu-operator-certified.v26.3.2"
+    cluster.api.put(pm)
+    result = runner.invoke(app, gpu_args(inv, cluster, "--json"))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["changed"] is False, doc["changes"]
+    assert "gpu-operator-certified: channel v26.3, CSV gpu-operator-certified.v26.3.1" in result.stderr
+    sub = cluster.api.get(OLM, "Subscription", "gpu-operator-certified", "nvidia-gpu-operator")
+    assert sub is not None
+    assert (sub["spec"]["channel"], sub["spec"]["startingCSV"]) == ("v26.3", "gpu-operator-certified.v26.3.1")
+    dry = runner.invoke(app, gpu_args(inv, cluster, "--dry-run"))
+    assert dry.exit_code == 0 and "startingCSV: gpu-operator-certified.v26.3.1" in dry.stdout
+
+
+def test_a_validation_pod_that_never_finishes_times_out_and_is_deleted(
+        runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import upi.gpu.verify
+
+    monkeypatch.setattr(upi.gpu.verify, "POD_LIMIT", 0.0)  # wait only the settle time (30 polls)
+    nodes = sim_nodes()
+    nodes[3] = SimNode("worker-0", 8, validation_hangs=True)
+    fake = start_cluster(tmp_path, nodes)
+    try:
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake, "--json"))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    rows = {n["node"]: n for n in doc["nodes"]}
+    assert (rows["worker-0"]["validation"], rows["worker-1"]["validation"]) == ("timed out", "passed")
+    assert rows["worker-0"]["problem"].startswith("validation pod upi-gpu-validate-worker-0-")
+    assert rows["worker-0"]["problem"].endswith(" did not finish: containers with unready status: [validate]")
+    assert doc["diagnosis"]["object"] == "Node worker-0"
+    assert not [p for p in fake.api.list("v1", "Pod") if p["metadata"]["name"].startswith("upi-gpu")]
+    assert fake.api.schema_violations == []
+
+
+def test_an_override_the_real_schema_lacks_is_refused_by_the_server_and_named(
+        runner, tmp_path: Path) -> None:
+    inv = gpu_inventory(tmp_path, "gpu:\n  cluster_policy: {driver.no_such_field: true}\n")
+    fake = start_cluster(tmp_path)
+    try:
+        result = runner.invoke(app, gpu_args(inv, fake))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1, result.output
+    assert "== operands: failed" in result.stdout
+    assert ("GPU step 'operands' failed at the API server: apply ClusterPolicy gpu-cluster-policy: "
+            'ClusterPolicy.nvidia.com "gpu-cluster-policy" is invalid: spec.driver: Additional properties '
+            "are not allowed ('no_such_field' was unexpected)") in result.stderr
+    assert len(fake.api.schema_violations) == 1  # the only write that broke the schema: the override's
+    assert fake.api.get("nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy") is None
+
+
+def test_mirrored_catalogs_and_another_operator_namespace(runner, tmp_path: Path,
+                                                          cluster: FakeGpuCluster) -> None:
+    for source in ("mirror-redhat", "mirror-certified"):
+        cluster.api.put({"apiVersion": OLM, "kind": "CatalogSource",
+                         "metadata": {"name": source, "namespace": MARKETPLACE},
+                         "spec": {"sourceType": "grpc"},
+                         "status": {"connectionState": {"lastObservedState": "READY"}}})
+    extra = ("gpu:\n  operator_namespace: gpu-ops\n"
+             "  catalog_sources: {nfd: mirror-redhat, gpu_operator: mirror-certified}\n")
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, extra), cluster))
+    assert result.exit_code == 0, result.output
+    nfd = cluster.api.get(OLM, "Subscription", "nfd", "openshift-nfd")
+    gpu = cluster.api.get(OLM, "Subscription", "gpu-operator-certified", "gpu-ops")
+    assert nfd is not None and gpu is not None
+    assert (nfd["spec"]["source"], gpu["spec"]["source"]) == ("mirror-redhat", "mirror-certified")
+    ns = cluster.api.get("v1", "Namespace", "gpu-ops")
+    assert ns is not None and ns["metadata"]["labels"] == {"openshift.io/cluster-monitoring": "true"}
+    assert {p["metadata"]["namespace"] for p in cluster.validation_pods} == {"gpu-ops"}
+    plans = cluster.api.list(OLM, "InstallPlan", "gpu-ops")
+    assert [(p["spec"]["clusterServiceVersionNames"], p["spec"]["approved"]) for p in plans] == [
+        (["gpu-operator-certified.v26.3.1"], True)]
+
+
+def test_olm_making_no_install_plan_is_diagnosed_with_the_subscriptions_condition(
+        runner, tmp_path: Path) -> None:
+    fake = start_cluster(tmp_path)
+    ns = "nvidia-gpu-operator"
+    fake.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    fake.api.put({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                  "metadata": {"name": "someone-elses-group", "namespace": ns},
+                  "spec": {"targetNamespaces": [ns]}})
+    try:
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake, "--json", timeout="0.05"))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1, result.output
+    diagnosis = json.loads(result.stdout)["diagnosis"]
+    assert (diagnosis["step"], diagnosis["object"]) == (
+        "subscribe", "Subscription nvidia-gpu-operator/gpu-operator-certified")
+    assert diagnosis["problem"] == ("OLM made no InstallPlan (ResolutionFailed: found 2 operatorgroups in "
+                                    "namespace nvidia-gpu-operator; want exactly one)")
+    assert "exactly one OperatorGroup" in diagnosis["fix"]
+    assert len(fake.approved_plans) == 1  # NFD's (automatic); the GPU Operator never got a plan
+    assert fake.api.schema_violations == []
+
+
+def test_a_pinned_channel_the_package_lacks_names_the_channels_it_has(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    inv = gpu_inventory(tmp_path, "gpu:\n  operator_channel: v99.1\n")
+    result = runner.invoke(app, gpu_args(inv, cluster))
+    assert result.exit_code == 1, result.output
+    assert ("GPU step 'resolve channel' failed at PackageManifest openshift-marketplace/"
+            "gpu-operator-certified: no channel 'v99.1' (channels: v26.3, v26.7)") in result.stderr
+    assert "fix: set gpu.operator_channel" in result.stderr
+    assert cluster.api.get(OLM, "Subscription", "gpu-operator-certified", "nvidia-gpu-operator") is None
+
+
+def test_a_cluster_policy_with_an_empty_spec_is_refused_by_the_real_schema() -> None:
+    # The write-ups' trap (`spec: {}` never deploys) is caught by the fake before any operator acts.
+    from kube_schema import schema_errors
+
+    errors = schema_errors({"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+                            "metadata": {"name": "gpu-cluster-policy"}, "spec": {}})
+    assert "spec: 'driver' is a required property" in errors
+    assert "spec: 'operator' is a required property" in errors

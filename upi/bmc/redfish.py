@@ -123,6 +123,12 @@ def translated(target: Target, doing: str) -> Iterator[None]:
         raise BmcError(f"{target.where}: HTTP {exc.status_code}{request} while {doing}: {detail}") from None
     except sx.SushyError as exc:
         raise BmcError(f"{target.where}: {doing} failed: {exc}") from None
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as exc:
+        # Not Redfish: HTML, truncated or absurdly nested JSON, or JSON of the wrong shape
+        # (requests' JSONDecodeError is a ValueError; sushy indexes what it gets).
+        why = str(exc)[:120] or type(exc).__name__
+        raise BmcError(f"{target.where}: answered something that is not Redfish JSON while {doing} "
+                       f"({why})") from None
 
 
 def _short(exc: BaseException) -> str:

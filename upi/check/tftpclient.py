@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,6 +17,9 @@ RRQ, DATA, ACK, ERROR, OACK = 1, 3, 4, 5, 6
 DEFAULT_BLKSIZE = 512
 # Fits an Ethernet frame (1500 - IP - UDP - TFTP headers), as PXE firmware asks for.
 BLKSIZE = 1468
+MAX_BYTES = 2 * 1024**3  # an RHCOS initramfs is ~100 MiB; a file that never ends is cut here
+MIN_RATE = 64 * 1024  # bytes/s over the whole transfer, judged after RATE_GRACE seconds
+RATE_GRACE = 10.0
 
 
 class TftpError(Exception):
@@ -30,7 +34,16 @@ def _packet_error(data: bytes) -> str:
 
 def _options(data: bytes) -> dict[str, str]:
     parts = data[2:].split(b"\0")
-    return {parts[i].decode().lower(): parts[i + 1].decode() for i in range(0, len(parts) - 1, 2)}
+    return {parts[i].decode("ascii", "replace").lower(): parts[i + 1].decode("ascii", "replace")
+            for i in range(0, len(parts) - 1, 2)}
+
+
+def _blksize(data: bytes, asked: int) -> int:
+    """The block size an OACK grants: 8 to what was asked (RFC 2348), else a TftpError."""
+    value = _options(data).get("blksize", str(DEFAULT_BLKSIZE))
+    if not (value.isascii() and value.isdigit() and 8 <= int(value[:6]) <= asked):
+        raise TftpError(f"the server granted blksize {value[:20]!r}; asked for at most {asked}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -44,29 +57,44 @@ class _Step:
     block_size: int = 0
 
 
-def _handle(data: bytes, expected: int, block_size: int, sink: Callable[[bytes], None]) -> _Step:
+def _handle(data: bytes, expected: int, block_size: int, sink: Callable[[bytes], None],
+            asked: int = BLKSIZE) -> _Step:
     opcode = struct.unpack("!H", data[:2])[0] if len(data) >= 2 else 0
     if opcode == ERROR:
         raise TftpError(_packet_error(data))
     if opcode == OACK and expected == 1:
-        return _Step(struct.pack("!HH", ACK, 0),
-                     block_size=int(_options(data).get("blksize", DEFAULT_BLKSIZE)))
+        return _Step(struct.pack("!HH", ACK, 0), block_size=_blksize(data, asked))
     if opcode != DATA or len(data) < 4:
         raise TftpError(f"unexpected TFTP packet (opcode {opcode})")
     block = struct.unpack("!H", data[2:4])[0]
     if block != expected & 0xFFFF:  # a duplicate of an earlier block: ACK the last one again
         return _Step(struct.pack("!HH", ACK, (expected - 1) & 0xFFFF))
     payload = data[4:]
+    if len(payload) > block_size:
+        raise TftpError(f"block {block} holds {len(payload)} bytes; the block size is {block_size}")
     sink(payload)
     return _Step(struct.pack("!HH", ACK, block), len(payload), 1, len(payload) < block_size)
 
 
+def _pace(size: int, start: float, max_bytes: int) -> None:
+    """Refuse a transfer that never ends or crawls: each block in time is not enough."""
+    if size > max_bytes:
+        raise TftpError(f"more than {max_bytes:,} bytes: the server does not end the file")
+    elapsed = time.monotonic() - start
+    if elapsed > RATE_GRACE and size / elapsed < MIN_RATE:
+        raise TftpError(f"{size:,} bytes in {elapsed:.0f} s: slower than {MIN_RATE // 1024} KiB/s "
+                        "(a server that stalls between blocks)")
+
+
 def tftp_get(host: str, port: int, filename: str, sink: Callable[[bytes], None], *,
-             timeout: float = 2.0, retries: int = 3, blksize: int = BLKSIZE) -> int:
+             timeout: float = 2.0, retries: int = 3, blksize: int = BLKSIZE,
+             max_bytes: int | None = None) -> int:
     """Read `filename` from `host:port` in octet mode, handing each block to `sink`; returns its size.
 
-    Raises TftpError naming what went wrong (server message, timeout, bad packet).
+    Raises TftpError naming what went wrong (server message, timeout, bad packet,
+    a file past `max_bytes`, a transfer slower than MIN_RATE after RATE_GRACE).
     """
+    max_bytes = MAX_BYTES if max_bytes is None else max_bytes
     try:  # a name is looked up once; one that does not resolve is a TftpError, not a traceback
         family, _, _, _, dest = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
     except (OSError, UnicodeError) as exc:
@@ -81,6 +109,7 @@ def tftp_get(host: str, port: int, filename: str, sink: Callable[[bytes], None],
         peer: tuple[str, int] | None = None
         size, expected, block_size = 0, 1, DEFAULT_BLKSIZE
         tries = 0
+        start = time.monotonic()
         while True:
             try:
                 sock.sendto(last, peer or dest)
@@ -93,12 +122,13 @@ def tftp_get(host: str, port: int, filename: str, sink: Callable[[bytes], None],
                 continue
             except OSError as exc:  # ICMP port unreachable and the like
                 raise TftpError(str(exc.strerror or exc)) from None
+            _pace(size, start, max_bytes)  # stray and duplicate packets count against the time too
             if peer is None:
                 peer = (addr[0], addr[1])  # the server's transfer port (its TID)
             elif (addr[0], addr[1]) != peer:
                 continue  # a stray packet from another TID: ignore it (RFC 1350)
             tries = 0
-            step = _handle(data, expected, block_size, sink)
+            step = _handle(data, expected, block_size, sink, blksize)
             if step.block_size:
                 block_size = step.block_size
             last = step.reply

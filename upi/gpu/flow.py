@@ -11,10 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from upi.errors import ClusterError
-from upi.gpu.install import apply_all, install_operator, instances, resolve_channel, wait_policy_ready
+from upi.gpu.install import (
+    apply_all,
+    choose,
+    install_operator,
+    instances,
+    operator_objects,
+    wait_policy_ready,
+)
 from upi.gpu.kube import Kube
 from upi.gpu.mig import wait_mig
-from upi.gpu.objects import Obj, dump, namespace, operator_group, packages, subscription
+from upi.gpu.objects import Obj, dump, packages
 from upi.gpu.preflight import Check, preflight
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
 from upi.gpu.verify import NodeResult, check_labels, run_validation
@@ -173,13 +180,7 @@ def plan(inv: Inventory, kube: Kube) -> list[str]:
     cat_ns = gpu.catalog_sources.namespace
     out: list[Obj] = []
     for pkg in packages(gpu):
-        channel, csv = resolve_channel(kube, pkg, cat_ns)
-        chosen = type(pkg)(pkg.name, pkg.namespace, pkg.group, pkg.source, channel, pkg.approval)
-        out += [
-            namespace(pkg.namespace),
-            operator_group(chosen),
-            subscription(chosen, cat_ns, csv if pkg.approval == "Manual" else None),
-        ]
+        out += operator_objects(pkg, choose(kube, pkg, cat_ns), cat_ns)
     docs = [dump(o) for o in out]
     installed = [_installed_csv(kube, pkg.name, pkg.namespace) for pkg in packages(gpu)]
     if all(installed):

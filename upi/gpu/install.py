@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from upi.gpu.kube import Kube, describe
@@ -42,12 +43,38 @@ def resolve_channel(kube: Kube, pkg: Package, catalog_ns: str) -> tuple[str, str
     return str(channel), str(entry["currentCSV"])
 
 
-def operator_objects(pkg: Package, channel: str, csv: str, catalog_ns: str) -> list[Obj]:
-    """Namespace, OperatorGroup and Subscription of one package, in apply order."""
-    chosen = Package(pkg.name, pkg.namespace, pkg.group, pkg.source, channel, pkg.approval)
+@dataclass(frozen=True)
+class Choice:
+    """What to subscribe to: the channel, the CSV to wait for, the Subscription's startingCSV."""
+
+    channel: str
+    csv: str
+    starting: str | None
+
+
+def choose(kube: Kube, pkg: Package, catalog_ns: str) -> Choice:
+    """The channel and CSV of a package: kept from an installed Subscription, else from the catalog.
+
+    Once installed, a later run keeps the Subscription's channel and startingCSV
+    and waits for its installed CSV, even after the catalog has moved on: an
+    upgrade of a Manual subscription is the admin's decision, and a re-run
+    must change nothing. Pinning another channel in the inventory re-resolves.
+    """
+    sub = kube.get(OLM, "Subscription", pkg.name, pkg.namespace) or {}
+    spec, st = sub.get("spec") or {}, sub.get("status") or {}
+    installed, channel = st.get("installedCSV"), spec.get("channel")
+    if installed and channel and pkg.channel in (None, channel):
+        return Choice(str(channel), str(installed), spec.get("startingCSV"))
+    channel, csv = resolve_channel(kube, pkg, catalog_ns)
     # A Manual subscription names its starting CSV, so the one InstallPlan to approve is known.
-    starting = csv if pkg.approval == "Manual" else None
-    return [namespace(pkg.namespace), operator_group(chosen), subscription(chosen, catalog_ns, starting)]
+    return Choice(channel, csv, csv if pkg.approval == "Manual" else None)
+
+
+def operator_objects(pkg: Package, choice: Choice, catalog_ns: str) -> list[Obj]:
+    """Namespace, OperatorGroup and Subscription of one package, in apply order."""
+    chosen = Package(pkg.name, pkg.namespace, pkg.group, pkg.source, choice.channel, pkg.approval)
+    sub = subscription(chosen, catalog_ns, choice.starting)
+    return [namespace(pkg.namespace), operator_group(chosen), sub]
 
 
 def apply_all(kube: Kube, objs: list[Obj], changes: list[Change], reporter: Reporter) -> None:
@@ -65,9 +92,10 @@ def install_operator(
     kube: Kube, pkg: Package, catalog_ns: str, clock: Clock, changes: list[Change], reporter: Reporter
 ) -> Obj:
     """Subscribe, approve only the chosen CSV's InstallPlan, wait for the CSV to succeed; the CSV."""
-    channel, csv_name = resolve_channel(kube, pkg, catalog_ns)
-    reporter.note(f"{pkg.name}: channel {channel}, CSV {csv_name}")
-    apply_all(kube, operator_objects(pkg, channel, csv_name, catalog_ns), changes, reporter)
+    choice = choose(kube, pkg, catalog_ns)
+    csv_name = choice.csv
+    reporter.note(f"{pkg.name}: channel {choice.channel}, CSV {csv_name}")
+    apply_all(kube, operator_objects(pkg, choice, catalog_ns), changes, reporter)
     csv = kube.get(OLM, "ClusterServiceVersion", csv_name, pkg.namespace)
     if csv is not None and (csv.get("status") or {}).get("phase") == "Succeeded":
         return csv

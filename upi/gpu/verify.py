@@ -14,6 +14,7 @@ from upi.inventory.model import Inventory, Node
 
 GPU = "nvidia.com/gpu"
 POD_LABEL = "upi.openshift.io/gpu-validation"
+POD_LIMIT = 300.0  # seconds a validation pod may take, image pull included (never past the deadline)
 
 
 @dataclass
@@ -147,7 +148,7 @@ def run_validation(
             phase = (found.get("status") or {}).get("phase")
             return found if phase in ("Succeeded", "Failed") else None
 
-        end = time.monotonic() + min(clock.left(), max(clock.settle, 300.0))
+        end = time.monotonic() + min(clock.left(), max(clock.settle, POD_LIMIT))
         done: Obj | None = None
         while done is None and time.monotonic() < end:
             done = finished()

@@ -8,12 +8,14 @@ import posixpath
 import re
 import stat
 from pathlib import Path
+from typing import Any
 
 from upi.errors import UpiError, UsageError
 from upi.inventory.model import Inventory, SshTarget
 from upi.push.model import Item, LocalFile, TargetName, TargetPlan
 from upi.render import MANIFEST, PUBLIC, RenderedFile
 from upi.safefs import Tree, kind_of, relpath, shown
+from upi.writer import manifest_images
 
 HTTP_DIR = "http"
 IGNITION_DIR = "ignition"  # http/ignition/: `upi ignition` stages the Ignition configs here
@@ -81,7 +83,8 @@ def plans_for(inv: Inventory, files: list[RenderedFile], only: TargetName | None
     return plans
 
 
-def _manifest(tree: Tree, out: Path, inv: Inventory) -> dict[str, object]:
+def _manifest(tree: Tree, out: Path, inv: Inventory) -> dict[str, Any]:
+    """manifest.json, checked to be a JSON object for this cluster with a `files` mapping."""
     where = shown(out / MANIFEST)
     try:
         data = tree.read(MANIFEST, MANIFEST_LIMIT)
@@ -90,7 +93,7 @@ def _manifest(tree: Tree, out: Path, inv: Inventory) -> dict[str, object]:
                              "refused; remove it and run `upi render` again")
         if data is None:
             raise FileNotFoundError
-        doc = json.loads(data)
+        doc: dict[str, Any] = json.loads(data)
         files = doc["files"]
         cluster = doc.get("cluster")
     except FileNotFoundError:
@@ -106,7 +109,7 @@ def _manifest(tree: Tree, out: Path, inv: Inventory) -> dict[str, object]:
     if cluster != inv.cluster.domain:
         raise UsageError(f"{shown(out)} was rendered for {str(cluster)[:80]!r}, not "
                          f"{inv.cluster.domain}: pass the render dir of this inventory")
-    return files
+    return doc
 
 
 def _entry(where: str, path: object, meta: object) -> tuple[str, str, int]:
@@ -190,8 +193,9 @@ def read_render_dir(inv: Inventory, out: Path) -> tuple[list[RenderedFile], list
         raise UsageError(f"cannot read the render dir {shown(out)}: {exc.strerror}") from None
     with tree:
         where = shown(out / MANIFEST)
+        doc = _manifest(tree, out, inv)
         files = []
-        for path, meta in sorted(_manifest(tree, out, inv).items()):
+        for path, meta in sorted(doc["files"].items()):
             rel, sha, mode = _entry(where, path, meta)
             if _item(inv, None, rel) is None:
                 continue
@@ -204,4 +208,21 @@ def read_render_dir(inv: Inventory, out: Path) -> tuple[list[RenderedFile], list
                 raise UsageError(f"{shown(out / rel)} differs from {MANIFEST} (edited after "
                                  "`upi render`?): run `upi render` again")
             files.append(rendered)
-        return files, _http_tree(tree, out)
+        return files, _http_tree(tree, out) + _tftp_images(tree, out, doc)
+
+
+def _tftp_images(tree: Tree, out: Path, doc: dict[str, Any]) -> list[tuple[str, LocalFile]]:
+    """Kernel and initramfs `upi images` staged under tftp/ (http/ ones are in the walk above).
+
+    manifest.json is hostile input: only plain paths recorded there, reached without a
+    symlink, that are regular files, are pushed.
+    """
+    images = [p for p in manifest_images(doc) if p.startswith("tftp/")]
+    found = []
+    for path in sorted(images):
+        st = tree.lstat(path)
+        if st is None or not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{shown(out / path)} is recorded in {MANIFEST} by `upi images` but is "
+                             "missing or not a regular file: run `upi images` again")
+        found.append((path, LocalFile(out / path, st.st_dev, st.st_ino)))
+    return found
