@@ -255,6 +255,12 @@ class Tree:
         assert sdfd is not None and ddfd is not None  # noqa: S101 - both resolved above
         os.replace(sname, dname, src_dir_fd=sdfd, dst_dir_fd=ddfd)
 
+    def forget(self, rel: str) -> None:
+        """Close the directories opened at `rel` and below (it is about to move away)."""
+        for key in [k for k in self._dirs if k == rel or k.startswith(rel + "/")]:
+            with contextlib.suppress(OSError):
+                os.close(self._dirs.pop(key))
+
     def walk(self, rel: str = "") -> list[tuple[str, os.stat_result]]:
         """Every non-directory entry below `rel` (links included, never followed).
 
