@@ -46,8 +46,9 @@ def gpu(
     node's nvidia.com/mig.config label. Then every `gpu: true` node must
     show the NVIDIA PCI label, nvidia.com/gpu.present, its product and
     allocatable nvidia.com/gpu equal to `gpus` (a MIG node: at least one MIG
-    device per GPU), and run one validation pod that logs the success line. Exit 0 only when every GPU node is verified;
-    1 with a diagnosis; 2 for bad input. A second run changes nothing.
+    device per GPU), and run one validation pod that logs the success line.
+    Exit 0 only when every GPU node is verified; 1 with a diagnosis; 2 for
+    bad input. A second run changes nothing.
     """
     from upi.commands.gpu import gpu_command
 
