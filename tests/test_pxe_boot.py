@@ -20,7 +20,6 @@ from pxe_harness import (
     Lab,
     Outcome,
     build_initramfs,
-    dnsmasq_conf,
     kernel_image,
     leases,
     stage_tftp,
@@ -97,15 +96,15 @@ def _prepare(name: str, work: Path, kit: Kit, *extra: str) -> tuple[Inventory, d
 def _run_round(work: Path, kit: Kit, inv: Inventory, entries: dict[str, BootEntry], tftp: Path,
                clients: list[tuple[str, str, str]]) -> Round:
     """Start dnsmasq in a fresh namespace, boot `clients` (name, firmware, MAC) in parallel."""
-    conf = dnsmasq_conf(work / "out/dnsmasq/dhcp-pxe.conf", work, tftp)
     address = f"{inv.provisioner.ip}/{inv.network.machine_cidr.prefixlen}"
     with Lab(work / "lab", inv.provisioner.interface, address) as lab:
-        lab.start_dnsmasq(kit.dnsmasq, conf, work / "dnsmasq.log")
+        lab.start_router_ra(kit.dnsmasq)
+        tftp = lab.start_rendered(kit.dnsmasq, work / "out", tftp, work / "dnsmasq.log")
         vms = [lab.boot(kit.qemu, name, fw, mac) for name, fw, mac in clients]
         lab.dhcp_discover(STRAY_MAC)
         outcomes = wait_for_boots(vms)
     log = DnsmasqLog((work / "dnsmasq.log").read_text(errors="replace"))
-    return Round(inv, entries, tftp, outcomes, log, leases(work / "leases"), lab.ns,
+    return Round(inv, entries, tftp, outcomes, log, leases(lab.workdir / "leases"), lab.ns,
                  [p.poll() for p in lab.procs])
 
 

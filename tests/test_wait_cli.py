@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import inventory_path
+from conftest import inventory_path, table_row
 from fake_kube import FakeKube
 from wait_support import installer_log, make_assets, script, state, wait_args
 
@@ -51,7 +51,7 @@ def test_clean_run_reaches_install_complete_and_lists_the_nodes(runner, tmp_path
     assert "== bootstrap-complete: done" in out and "== install-complete: done" in out
     assert "INFO  API v1.29.6+aba1e8d up" in out
     assert "console: https://console-openshift-console.apps.dgxpod.nvidia.com" in out
-    assert "│ master-0 │ -     │ Ready    │" in out and "│ worker-0 │ -     │ NotReady │" in out
+    assert table_row(out, "master-0", "-", "Ready") and table_row(out, "worker-0", "-", "NotReady")
     assert state(assets) == {"bootstrap_complete", "install_complete"}
 
 

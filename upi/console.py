@@ -8,11 +8,12 @@ same level governs. Errors are always shown.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 # Control characters a terminal acts on (ESC sequences, CR overwriting a line,
@@ -111,7 +112,14 @@ def reset_output() -> None:
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """A table on stdout (rich, imported only when a table is printed)."""
+    """A table on stdout: drawn by rich on a terminal, aligned plain text into a pipe or file.
+
+    Piped output goes to grep, awk or a file: columns without box drawing,
+    and no rich import or layout pass (seconds for 5,000 rows).
+    """
+    if not sys.stdout.isatty():
+        _plain_table(title, columns, rows)
+        return
     from rich.console import Console
     from rich.table import Table
 
@@ -120,9 +128,22 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
         table.add_column(plain(col))
     for row in rows:
         table.add_row(*(plain(c) for c in row))
-    # Piped output is read by people too: do not squeeze it to 80 columns.
-    width = None if sys.stdout.isatty() else 200
-    Console(soft_wrap=False, width=width).print(table)
+    Console(soft_wrap=False).print(table)
+
+
+def _plain_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Header and rows, columns two spaces apart, padded to the widest cell (as `column -t`)."""
+    cells = [[printable(c) for c in columns]]
+    for row in rows:
+        texts = [str(c) for c in row]
+        joined = "".join(texts)  # one scan per row: escaping cell by cell is rarely needed
+        if "\n" in joined or _UNPRINTABLE.search(joined):
+            texts = [printable(t).replace("\n", " ") for t in texts]
+        cells.append(texts)
+    widths = [max(len(r[i]) for r in cells if i < len(r)) for i in range(len(columns))]
+    lines = [printable(title)] if title else []
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in cells]
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def say(message: str) -> None:
@@ -150,3 +171,35 @@ def error(message: str) -> None:
 def say_err(message: str) -> None:
     """A line on stderr (continuation of an error)."""
     sys.stderr.write(printable(message) + "\n")
+
+
+@contextlib.contextmanager
+def transfer_progress() -> Iterator[Callable[[str, int, int | None], None]]:
+    """A progress bar per file on a terminal (stderr); without a terminal, nothing at all.
+
+    Yields `update(name, done_bytes, total_bytes_or_None)`.
+    """
+    if not sys.stderr.isatty():
+        yield lambda name, done, total: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=False) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(name: str, done: int, total: int | None) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(printable(name), total=total)
+            bar.update(tasks[name], completed=done, total=total)
+
+        yield update
