@@ -1,14 +1,16 @@
 """Network-boot qemu against rendered PXE files (reference: pxe-boot-test.md).
 
 A `Lab` is one network namespace whose bridge carries the provisioner's
-name and IP from the inventory, real dnsmasq serving the rendered
-dhcp-pxe.conf, and qemu clients (SeaBIOS + iPXE, or OVMF) on taps. The
-kernel is Debian's (downloaded once, cached outside the repo); the
+name and IP from the inventory, real dnsmasq running the rendered `dnsmasq/`
+directory exactly as written (only the TFTP root and lease file are moved
+into the test's directory), and qemu clients (SeaBIOS + iPXE, or OVMF) on
+taps. The kernel is Debian's (downloaded once, cached outside the repo); the
 initramfs is built here and prints /proc/cmdline to the serial port.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gzip
 import itertools
 import os
@@ -16,9 +18,12 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from upi.runner import run
 
@@ -30,6 +35,11 @@ BOOT_TIMEOUT = 150.0
 LOADER_FAILURES = ("grub> ", "\rboot: ", "Could not find kernel image", "Press any key to continue",
                    "Failed to boot", " failed: ", "PXE-E")
 KERNEL_FAILURES = ("Kernel panic",)
+# The firmware moving past the network once the loader handed back (LOCALBOOT 0, GRUB `exit`):
+# pxelinux says so itself (then SeaBIOS tries floppy, CD and disk, each "Boot failed: ..." in
+# these diskless VMs); OVMF, out of boot entries, starts its own setup menu (UiApp).
+LOCAL_BOOT_SIGNS = ("Booting from local disk", '"UiApp" from')
+_ANSI = re.compile(r"\x1b\[[0-9;?=]*[A-Za-z]")
 INIT_SCRIPT = """#!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sysfs /sys
@@ -40,6 +50,11 @@ fw=BIOS; [ -d /sys/firmware/efi ] && fw=UEFI
 /bin/busybox poweroff -f
 """
 _names = itertools.count()
+_T = TypeVar("_T")
+CLONE_NEWNET = 0x40000000
+# The site's router, not the provisioner, sends IPv6 router advertisements; without them
+# iPXE waits 10-15 s for IPv6. A second dnsmasq plays that router (no DNS, DHCP or TFTP).
+ROUTER_V6 = "2001:db8:99::1/64"
 
 
 # --- kernel and initramfs -------------------------------------------------------------------
@@ -117,24 +132,12 @@ def stage_tftp(tftp: Path, kernel_name: str, initrd_name: str, kernel: Path, ini
         f"    initrd {initrd_name}\n}}\n")
 
 
-def dnsmasq_conf(rendered: Path, workdir: Path, tftp: Path) -> Path:
-    """The rendered dhcp-pxe.conf as it is, plus test-only lines appended (later lines win)."""
-    test_only = [
-        "# test only: run as root (the test dir is not world-readable), files in the test dir,",
-        "# log what DHCP sends, IPv6 router advertisements. The rendered binding stays as it is.",
-        "user=root", f"dhcp-leasefile={workdir / 'leases'}",
-        "log-dhcp", "enable-ra", "dhcp-range=2001:db8:99::,ra-only,64,1h", f"tftp-root={tftp}",
-    ]
-    conf = workdir / "dnsmasq.conf"
-    conf.write_text(rendered.read_text() + "\n".join(test_only) + "\n")
-    return conf
-
-
 # --- what happened on the serial port ---------------------------------------------------------
 
 @dataclass
 class Outcome:
-    """How one boot ended: `cmdline` (init printed it), `failed`, `exited` or `timeout`."""
+    """How one boot ended: `cmdline` (init printed it), `local` (handed back to the firmware), `failed`,
+    `exited` or `timeout`."""
 
     kind: str
     detail: str
@@ -150,6 +153,10 @@ def read_outcome(serial: str, elapsed: float, exited: bool, timeout: float) -> O
     if found:
         return Outcome("cmdline", "init ran", elapsed, serial, found.group(1).strip(), found.group(2))
     loader_part = serial.split("Linux version ", 1)[0]
+    plain = _ANSI.sub("", loader_part)  # pxelinux moves the cursor in the middle of its words
+    for pattern in LOCAL_BOOT_SIGNS:
+        if pattern in plain:
+            return Outcome("local", pattern, elapsed, serial)
     for pattern in LOADER_FAILURES:
         if pattern in loader_part:
             return Outcome("failed", pattern.strip(), elapsed, serial)
@@ -188,9 +195,13 @@ class Lab:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     taps: int = 0
     created: bool = False
+    # dnsmasq drops to `nobody` as the rendered files say: what it serves must be readable by
+    # all, and pytest's directories are not (0700). Files it serves are copied here.
+    public: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="upi-lab-")))
 
     def __enter__(self) -> Lab:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.public.chmod(0o755)
         run(["ip", "netns", "add", self.ns], timeout=10)
         self.created = True
         try:
@@ -198,7 +209,7 @@ class Lab:
                          ["link", "add", self.bridge, "type", "bridge"],
                          ["addr", "add", self.address, "dev", self.bridge],
                          # Router advertisements on this prefix spare iPXE a 10-15 s IPv6 wait.
-                         ["addr", "add", "2001:db8:99::1/64", "dev", self.bridge],
+                         ["addr", "add", ROUTER_V6, "dev", self.bridge],
                          ["link", "set", self.bridge, "up"]):
                 self.ip(*argv)
         except BaseException:
@@ -222,6 +233,7 @@ class Lab:
         if self.created:
             run(["ip", "netns", "delete", self.ns], timeout=10, check=False)
             self.created = False
+        shutil.rmtree(self.public, ignore_errors=True)
 
     def spawn(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
         """Start a long-running program inside the namespace (`ip netns exec` execs it)."""
@@ -231,20 +243,73 @@ class Lab:
         self.procs.append(proc)
         return proc
 
-    def start_dnsmasq(self, dnsmasq: str, conf: Path, log: Path) -> subprocess.Popen[bytes]:
-        """Run dnsmasq on `conf` (a file, or a directory read as conf-dir); return once TFTP is up."""
-        source = f"--conf-dir={conf}" if conf.is_dir() else f"--conf-file={conf}"
-        proc = self.spawn([dnsmasq, "--keep-in-foreground", source, "--pid-file=",
-                           f"--log-facility={log}"], self.workdir / "dnsmasq.out")
+    def start_dnsmasq(self, dnsmasq: str, argv: list[str], log: Path, ready: str = "TFTP root is",
+                      out: str = "dnsmasq.out") -> subprocess.Popen[bytes]:
+        """Run dnsmasq with `argv`; return once its log shows `ready`, else raise with its output."""
+        proc = self.spawn([dnsmasq, "--keep-in-foreground", "--pid-file=", f"--log-facility={log}",
+                           *argv], self.workdir / out)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if log.exists() and "TFTP root is" in log.read_text(errors="replace"):
+            if log.exists() and ready in log.read_text(errors="replace"):
                 return proc
             if proc.poll() is not None:
                 break
             time.sleep(0.05)
-        out = (self.workdir / "dnsmasq.out").read_text(errors="replace")
-        raise RuntimeError(f"dnsmasq did not start (exit {proc.poll()}): {out}")
+        text = (self.workdir / out).read_text(errors="replace")
+        raise RuntimeError(f"dnsmasq did not start (exit {proc.poll()}): {text}")
+
+    def start_rendered(self, dnsmasq: str, rendered: Path, tftp: Path, log: Path) -> Path:
+        """Real dnsmasq on the rendered `dnsmasq/` directory, as the provisioner's conf-dir.
+
+        The files run as written. The command line moves only paths (the site's TFTP
+        root and lease file do not exist here; dnsmasq lets the command line win) and
+        adds `--log-dhcp`, which changes what is logged, never what is answered: the
+        tests read the host names sent from it. `tftp` is copied where `nobody` can
+        read it; returns the TFTP root dnsmasq serves.
+        """
+        root = self.public / "tftp"
+        shutil.copytree(tftp, root)
+        for path in (root, *root.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        self.start_dnsmasq(dnsmasq, [f"--conf-dir={rendered / 'dnsmasq'}", f"--tftp-root={root}",
+                                     f"--dhcp-leasefile={self.workdir / 'leases'}", "--log-dhcp"], log)
+        return root
+
+    def start_router_ra(self, dnsmasq: str) -> None:
+        """The site's IPv6 router: advertisements on the bridge, nothing else (see ROUTER_V6)."""
+        prefix = ROUTER_V6.split("/")[0].removesuffix("1")
+        self.start_dnsmasq(dnsmasq, ["--port=0", "--enable-ra", f"--dhcp-range={prefix},ra-only,64,1h",
+                                     f"--dhcp-leasefile={self.workdir / 'router.leases'}"],
+                           self.workdir / "router.log", ready="router advertisement enabled",
+                           out="router.out")
+
+    def inside(self, fn: Callable[[], _T]) -> _T:
+        """Call `fn` in a thread that has entered the namespace; its sockets and children live there.
+
+        The namespace's loopback and bridge are the provisioner's: an in-process
+        `upi check` run this way reaches the rendered dnsmasq as a client on the site would.
+        """
+        box: dict[str, object] = {}
+
+        def enter_and_call() -> None:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(f"/run/netns/{self.ns}", os.O_RDONLY)
+            try:
+                if libc.setns(fd, CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), f"setns into {self.ns}")
+            finally:
+                os.close(fd)
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                box["error"] = exc
+
+        worker = threading.Thread(target=enter_and_call, name=f"in-{self.ns}")
+        worker.start()
+        worker.join()
+        if "error" in box:
+            raise box["error"]  # type: ignore[misc]
+        return box["value"]  # type: ignore[return-value]
 
     def tap(self) -> str:
         """A new tap port on the bridge."""

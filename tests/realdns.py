@@ -42,10 +42,10 @@ def _answers(port: int) -> bool:
 
 def _start(conf: Path, port: int) -> subprocess.Popen[bytes]:
     # dns.conf names no addresses (dhcp-pxe.conf binds both files to the provisioner's
-    # interface): it runs as rendered, wildcard, on a free port; --no-hosts keeps this
-    # machine's /etc/hosts out of the answers.
+    # interface; tests/test_dnsmasq_coexist.py runs the two together): alone it runs as
+    # rendered, only on a free port, not 53.
     return subprocess.Popen(
-        [require("dnsmasq"), "--keep-in-foreground", "--no-resolv", "--no-hosts", f"--port={port}",
+        [require("dnsmasq"), "--keep-in-foreground", f"--port={port}",
          f"--conf-file={conf}", "--pid-file=", "--log-facility=-"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 

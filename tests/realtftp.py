@@ -1,47 +1,44 @@
-"""Real dnsmasq serving TFTP on 127.0.0.1:69 (dnsmasq has no option for another TFTP port).
+"""Real dnsmasq serving TFTP as the provisioner does: the rendered `dnsmasq/` files, unmodified.
 
-Port 69 is one per machine, and other test runs may want it at the same time:
-a file lock in the temp dir serialises every user of this helper.
+dnsmasq has no option for another TFTP port, and the rendered files bind the
+provisioner's interface (and loopback) on port 69 and 53. So the server runs
+inside a network namespace whose bridge carries the provisioner's interface
+name and IP (tests/pxe_harness.py `Lab`); a test runs its client in there
+with `lab.inside(...)`, against `lab_ip(inventory)` or 127.0.0.1 of the
+namespace. Only the TFTP root and the lease file are moved (`Lab.start_rendered`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from conftest import require, require_root
+from conftest import inventory_path, require, require_root
+from pxe_harness import Lab
+from typer.testing import CliRunner
 
-LOOPBACK = "127.0.0.1"
+from upi.cli import app
+from upi.inventory import load_inventory
+
 TFTP_PORT = 69
 
 
 @contextlib.contextmanager
-def serve_tftp(root: Path, log: Path) -> Iterator[int]:
-    """dnsmasq (no DNS, no DHCP) serving `root` over TFTP on 127.0.0.1:69; yields the port."""
-    require_root("a TFTP server on port 69")
+def serve_tftp(root: Path, work: Path, inventory: str = "dgxpod") -> Iterator[Lab]:
+    """The rendered dnsmasq of `inventory` serving `root` over TFTP; yields its namespace."""
+    require_root("a network namespace for the provisioner's dnsmasq")
     dnsmasq = require("dnsmasq")
-    lock_path = Path(tempfile.gettempdir()) / "upi-test-tftp-69.lock"
-    with lock_path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        proc = subprocess.Popen(
-            [dnsmasq, "--keep-in-foreground", "--port=0", "--enable-tftp", f"--tftp-root={root}",
-             f"--listen-address={LOOPBACK}", "--bind-interfaces", "--user=root", "--pid-file=",
-             f"--log-facility={log}"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE)
-        try:
-            end = time.monotonic() + 10
-            while not (log.exists() and "TFTP root is" in log.read_text(errors="replace")):
-                if proc.poll() is not None:
-                    err = proc.stderr.read().decode() if proc.stderr else ""
-                    raise AssertionError(f"dnsmasq TFTP exited {proc.returncode}: {err}")
-                assert time.monotonic() < end, "dnsmasq TFTP did not start within 10 s"
-                time.sleep(0.02)
-            yield TFTP_PORT
-        finally:
-            proc.terminate()
-            proc.wait(5)
+    out = work / f"tftp-server-{inventory}"
+    result = CliRunner().invoke(app, ["render", str(inventory_path(inventory)), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    inv = load_inventory(inventory_path(inventory))
+    address = f"{inv.provisioner.ip}/{inv.network.machine_cidr.prefixlen}"
+    with Lab(work / f"tftp-lab-{inventory}", inv.provisioner.interface, address) as lab:
+        lab.start_rendered(dnsmasq, out, root, work / f"tftp-{inventory}.log")
+        yield lab
+
+
+def lab_ip(inventory: str = "dgxpod") -> str:
+    """The provisioner's address: where the rendered dnsmasq answers inside the lab."""
+    return str(load_inventory(inventory_path(inventory)).provisioner.ip)

@@ -1,4 +1,4 @@
-"""`upi check tftp` and its TFTP client, against real dnsmasq TFTP on loopback (tests/realtftp.py)."""
+"""`upi check tftp` and its TFTP client, against the rendered dnsmasq serving TFTP (tests/realtftp.py)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,19 @@ from pathlib import Path
 
 import pytest
 from conftest import inventory_path
-from realtftp import LOOPBACK, serve_tftp
+from realtftp import TFTP_PORT, lab_ip, serve_tftp
 
 from upi.check.tftpclient import BLKSIZE, TftpError, tftp_get
 from upi.cli import app
 from upi.facts import boot_entries
 from upi.inventory import load_inventory
 
+LOOPBACK = "127.0.0.1"
 
-def _get(port: int, name: str, **kw: float) -> bytes:
+
+def _get(port: int, name: str, server: str = LOOPBACK, **kw: float) -> bytes:
     out = bytearray()
-    tftp_get(LOOPBACK, port, name, out.extend, **kw)  # type: ignore[arg-type]
+    tftp_get(server, port, name, out.extend, **kw)  # type: ignore[arg-type]
     return bytes(out)
 
 
@@ -33,16 +35,21 @@ def test_client_reads_files_of_every_block_shape(tmp_path: Path) -> None:
     for name, data in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(data)
-    with serve_tftp(root, tmp_path / "tftp.log") as port:
+    server = lab_ip()
+
+    def fetch_all() -> None:
         for name, data in files.items():
-            assert _get(port, name) == data, name
+            assert _get(TFTP_PORT, name, server) == data, name
         # Plain RFC 1350 (no blksize option) too: 512-byte blocks.
         out = bytearray()
         large = files["sub/dir/large"]
-        assert tftp_get(LOOPBACK, port, "sub/dir/large", out.extend, blksize=512) == len(large)
+        assert tftp_get(server, TFTP_PORT, "sub/dir/large", out.extend, blksize=512) == len(large)
         assert bytes(out) == large
         with pytest.raises(TftpError, match="TFTP error 1"):
-            _get(port, "missing")
+            _get(TFTP_PORT, "missing", server)
+
+    with serve_tftp(root, tmp_path) as lab:
+        lab.inside(fetch_all)
 
 
 def test_client_gives_up_on_a_silent_server_in_bounded_time() -> None:
@@ -73,16 +80,16 @@ def tftp_root(tmp_path: Path, runner) -> tuple[Path, dict[str, bytes]]:
     return root, extra
 
 
-def _check(runner, *extra: str):
-    return runner.invoke(app, ["check", "tftp", str(inventory_path("dgxpod")), "--server", LOOPBACK,
+def _check(runner, *extra: str, server: str = LOOPBACK):
+    return runner.invoke(app, ["check", "tftp", str(inventory_path("dgxpod")), "--server", server,
                                "--json", *extra])
 
 
 def test_check_tftp_fetches_per_mac_files_loaders_kernel_and_initramfs(runner, tmp_path: Path) -> None:
     root, _ = tftp_root(tmp_path, runner)
     inv = load_inventory(inventory_path("dgxpod"))
-    with serve_tftp(root, tmp_path / "tftp.log") as port:
-        result = _check(runner, "--port", str(port))
+    with serve_tftp(root, tmp_path) as lab:
+        result = lab.inside(lambda: _check(runner, "--port", str(TFTP_PORT), server=lab_ip()))
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     checks = {r["check"]: r for r in doc["checks"]}
@@ -103,9 +110,10 @@ def test_check_tftp_fails_naming_a_stale_boot_file_and_a_missing_initramfs(runne
     stale = root / entry.config_path.removeprefix("tftp/")
     stale.write_text(stale.read_text().replace("nvme0n1", "sda"))
     (root / entry.initrd).unlink()
-    with serve_tftp(root, tmp_path / "tftp.log") as port:
-        result = _check(runner, "--port", str(port))
-        text = runner.invoke(app, ["check", "tftp", str(inventory_path("dgxpod")), "--server", LOOPBACK])
+    with serve_tftp(root, tmp_path) as lab:
+        result = lab.inside(lambda: _check(runner, server=lab_ip()))
+        text = lab.inside(lambda: runner.invoke(app, ["check", "tftp", str(inventory_path("dgxpod")),
+                                                      "--server", lab_ip()]))
     assert result.exit_code == 1, result.output
     bad = {r["check"]: r for r in json.loads(result.stdout)["checks"] if r["verdict"] == "fail"}
     assert set(bad) == {f"TFTP {entry.config_path.removeprefix('tftp/')}", f"TFTP {entry.initrd}"}

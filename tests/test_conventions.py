@@ -299,3 +299,16 @@ def test_readme_shows_how_to_install_and_complete() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "pipx install ." in readme and "pip install '.[libvirt]'" in readme
     assert "upi --install-completion" in readme
+
+
+def test_an_error_after_json_lines_is_one_more_line(capsys) -> None:
+    from upi import console
+    from upi.cli.base import _report
+    from upi.errors import ClusterError
+
+    console.reset_output()
+    console.print_json_line('{"action":"approved","csr":"csr-1"}')
+    assert _report(ClusterError("the API went away"), as_json=True) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(ln).get("error") for ln in lines] == [None, "the API went away"]
+    console.reset_output()

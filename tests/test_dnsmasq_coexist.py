@@ -4,18 +4,16 @@ The provisioning server is usually also the KVM host: libvirt's own dnsmasq
 serves `virbr0` (DNS on 192.168.122.1:53, DHCP on virbr0), and
 systemd-resolved may hold 127.0.0.53:53. Inside a network namespace this test
 builds exactly that, then starts one real dnsmasq on the rendered
-`dnsmasq/` directory as the provisioner's conf-dir would hold it. Only paths
-are overridden (TFTP root, lease file: the site's do not exist here) and the
-user (the test dir is not world-readable for `nobody`); the binding options
-are the rendered ones. It proves DNS answers and a DHCP offer on the
-provisioner's interface while libvirt's dnsmasq keeps serving `virbr0` and the
-stub keeps its port.
+`dnsmasq/` directory as the provisioner's conf-dir would hold it, the files
+unmodified: only the TFTP root and the lease file are moved on the command
+line (the site's do not exist here; see `Lab.start_rendered`). It proves DNS
+answers and a DHCP lease on the provisioner's interface while libvirt's
+dnsmasq keeps serving `virbr0` and the stub keeps its port.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
 from ipaddress import ip_network
@@ -23,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, inventory_path, require, require_root
-from pxe_harness import DnsmasqLog, Lab
+from pxe_harness import DnsmasqLog, Lab, leases
 from typer.testing import CliRunner
 
 from upi.cli import app
@@ -106,19 +104,12 @@ def _neighbours(lab: Lab, dnsmasq: str, net: str) -> Path:
     return log
 
 
-def _conf_dir(rendered: Path, work: Path, *, strip: str | None = None) -> Path:
-    """The rendered dnsmasq/ files as the provisioner's conf-dir holds them, plus test paths."""
-    conf_dir = work / "dnsmasq.d"
-    shutil.copytree(rendered / "dnsmasq", conf_dir)
-    if strip:  # only the negative control: the same files without one line
-        for f in conf_dir.iterdir():
-            f.write_text("".join(ln for ln in f.read_text().splitlines(True) if ln.strip() != strip))
-    tftp = work / "tftp"
-    tftp.mkdir()
-    (conf_dir / "zz-test-paths.conf").write_text(
-        "# test only: paths of this test dir; run as root (the test dir is not world-readable)\n"
-        f"tftp-root={tftp}\ndhcp-leasefile={work / 'leases'}\nuser=root\nlog-dhcp\n")
-    return conf_dir
+# What admins wrote before upi bound its files to an interface: the same services on the
+# wildcard address. Not a rendered file: the negative control's stand-in for one.
+WILDCARD_CONF = """port=0
+dhcp-range={net},static,12h
+enable-tftp
+"""
 
 
 def _render(name: str, out: Path) -> None:
@@ -140,7 +131,7 @@ def test_rendered_dnsmasq_serves_beside_libvirt_and_a_stub_resolver(tmp_path: Pa
     with Lab(tmp_path / "lab", inv.provisioner.interface, address) as lab:
         libvirt_log = _neighbours(lab, dnsmasq, net)
         log = lab.workdir / "dnsmasq.log"
-        lab.start_dnsmasq(dnsmasq, _conf_dir(tmp_path / "out", lab.workdir), log)
+        lab.start_rendered(dnsmasq, tmp_path / "out", tmp_path / "out/tftp", log)
         queries = [[str(inv.provisioner.ip), a_record.name], ["127.0.0.1", a_record.name],
                    [f"{net}.1", "libvirt-guest.test"]]
         probe = run(["ip", "netns", "exec", lab.ns, sys.executable, "-c", PROBE_SCRIPT,
@@ -151,26 +142,31 @@ def test_rendered_dnsmasq_serves_beside_libvirt_and_a_stub_resolver(tmp_path: Pa
         lab.dhcp_discover(node.mac, tries=6)
         ours = DnsmasqLog(log.read_text())
         libvirt = DnsmasqLog(libvirt_log.read_text())
+        our_leases = leases(lab.workdir / "leases")
     assert answers[f"{inv.provisioner.ip} {a_record.name}"] == sorted(a_record.values)
     assert answers[f"127.0.0.1 {a_record.name}"] == sorted(a_record.values)
     assert answers[f"{net}.1 libvirt-guest.test"] == [f"{net}.9"], "libvirt's DNS stopped"
     assert answers["stub"] == "stub:ping", "the stub resolver lost 127.0.0.53:53"
     assert ours.offered(node.mac) == {str(node.ip)}, ours.text
+    assert ours.acks()[node.mac] == (str(node.ip), node.name), ours.text
+    assert our_leases[node.mac] == (str(node.ip), node.name)
     assert not ours.offered(VIRT_MAC), "our dnsmasq answered on virbr0"
     offered = libvirt.offered(VIRT_MAC)
     assert len(offered) == 1 and next(iter(offered)).startswith(f"{net}."), libvirt.text
+    assert libvirt.acks()[VIRT_MAC][0] in offered, "libvirt's guest got no lease"
     assert not libvirt.offered(node.mac), "libvirt's dnsmasq answered on the provisioner interface"
 
 
-def test_without_bind_interfaces_the_same_files_cannot_start(tmp_path: Path) -> None:
-    """Negative control: the harness above does reproduce the site's failure."""
+def test_a_wildcard_dnsmasq_cannot_start_beside_libvirt(tmp_path: Path) -> None:
+    """Negative control: the neighbours above do reproduce the site's failure."""
     require_root("network namespaces")
     dnsmasq = require("dnsmasq")
     inv = load_inventory(inventory_path("compact"))
-    _render("compact", tmp_path / "out")
     address = f"{inv.provisioner.ip}/{inv.network.machine_cidr.prefixlen}"
     with Lab(tmp_path / "lab", inv.provisioner.interface, address) as lab:
         _neighbours(lab, dnsmasq, _virbr_net(inv))
-        conf_dir = _conf_dir(tmp_path / "out", lab.workdir, strip="bind-interfaces")
+        conf = lab.workdir / "wildcard.conf"
+        conf.write_text(WILDCARD_CONF.format(net=inv.network.machine_cidr.network_address))
         with pytest.raises(RuntimeError, match="Address already in use"):
-            lab.start_dnsmasq(dnsmasq, conf_dir, lab.workdir / "dnsmasq.log")
+            lab.start_dnsmasq(dnsmasq, [f"--conf-file={conf}", f"--tftp-root={lab.public}"],
+                              lab.workdir / "dnsmasq.log")

@@ -335,3 +335,47 @@ def test_mirrored_catalogs_and_another_operator_namespace(runner, tmp_path: Path
     plans = cluster.api.list(OLM, "InstallPlan", "gpu-ops")
     assert [(p["spec"]["clusterServiceVersionNames"], p["spec"]["approved"]) for p in plans] == [
         (["gpu-operator-certified.v26.3.1"], True)]
+
+
+def test_olm_making_no_install_plan_is_diagnosed_with_the_subscriptions_condition(
+        runner, tmp_path: Path) -> None:
+    fake = start_cluster(tmp_path)
+    ns = "nvidia-gpu-operator"
+    fake.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    fake.api.put({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                  "metadata": {"name": "someone-elses-group", "namespace": ns},
+                  "spec": {"targetNamespaces": [ns]}})
+    try:
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake, "--json", timeout="0.05"))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1, result.output
+    diagnosis = json.loads(result.stdout)["diagnosis"]
+    assert (diagnosis["step"], diagnosis["object"]) == (
+        "subscribe", "Subscription nvidia-gpu-operator/gpu-operator-certified")
+    assert diagnosis["problem"] == ("OLM made no InstallPlan (ResolutionFailed: found 2 operatorgroups in "
+                                    "namespace nvidia-gpu-operator; want exactly one)")
+    assert "exactly one OperatorGroup" in diagnosis["fix"]
+    assert len(fake.approved_plans) == 1  # NFD's (automatic); the GPU Operator never got a plan
+    assert fake.api.schema_violations == []
+
+
+def test_a_pinned_channel_the_package_lacks_names_the_channels_it_has(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    inv = gpu_inventory(tmp_path, "gpu:\n  operator_channel: v99.1\n")
+    result = runner.invoke(app, gpu_args(inv, cluster))
+    assert result.exit_code == 1, result.output
+    assert ("GPU step 'resolve channel' failed at PackageManifest openshift-marketplace/"
+            "gpu-operator-certified: no channel 'v99.1' (channels: v26.3, v26.7)") in result.stderr
+    assert "fix: set gpu.operator_channel" in result.stderr
+    assert cluster.api.get(OLM, "Subscription", "gpu-operator-certified", "nvidia-gpu-operator") is None
+
+
+def test_a_cluster_policy_with_an_empty_spec_is_refused_by_the_real_schema() -> None:
+    # The write-ups' trap (`spec: {}` never deploys) is caught by the fake before any operator acts.
+    from kube_schema import schema_errors
+
+    errors = schema_errors({"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+                            "metadata": {"name": "gpu-cluster-policy"}, "spec": {}})
+    assert "spec: 'driver' is a required property" in errors
+    assert "spec: 'operator' is a required property" in errors

@@ -202,6 +202,31 @@ def test_force_moves_aside_everything_the_installer_wrote(runner, tmp_path: Path
     assert not (assets / "bootstrap-in-place-for-live-iso.ign").exists()
 
 
+def test_force_moves_aside_a_failed_runs_log_without_a_state_file(
+        runner, tmp_path: Path, example_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A refused install-config leaves no state file, only the log that holds the pull secret.
+    inv = example_dir / "dgxpod.yaml"
+    inv.write_text(inv.read_text().replace("  ssh_key_file: id_rsa.pub\n",
+                                           "  ssh_key_file: id_rsa.pub\n  fips: true\n"))
+    monkeypatch.delenv("FAKE_OPENSHIFT_INSTALL_FIPS_HOST", raising=False)
+    assert ignition(runner, inv, tmp_path).exit_code == 1
+    assets = tmp_path / "assets"
+    assert not (assets / ".openshift_install_state.json").exists()
+    failed_log = (assets / ".openshift_install.log").read_text()
+    monkeypatch.setenv("FAKE_OPENSHIFT_INSTALL_FIPS_HOST", "1")
+    result = ignition(runner, inv, tmp_path, "--force")
+    assert result.exit_code == 0, result.output
+    [previous] = (assets / ".upi-previous").iterdir()
+    assert (previous / ".openshift_install.log").read_text().startswith(failed_log)
+    assert not (assets / ".openshift_install.log").read_text().startswith(failed_log)
+
+
+def test_force_in_a_fresh_assets_dir_moves_nothing(runner, tmp_path: Path) -> None:
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path, "--force")
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "assets" / ".upi-previous").exists()
+
+
 def test_scheduler_manifest_keeps_the_keys_upi_does_not_own(runner, tmp_path: Path) -> None:
     assert ignition(runner, inventory_path("dgxpod"), tmp_path).exit_code == 0
     spec = scheduler_in_bootstrap(tmp_path / "assets")["spec"]

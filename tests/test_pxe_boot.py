@@ -20,7 +20,6 @@ from pxe_harness import (
     Lab,
     Outcome,
     build_initramfs,
-    dnsmasq_conf,
     kernel_image,
     leases,
     stage_tftp,
@@ -81,11 +80,11 @@ def kit() -> Kit:
                build_initramfs(Path(require("busybox"))))
 
 
-def _prepare(name: str, work: Path, kit: Kit) -> tuple[Inventory, dict[str, BootEntry], Path]:
+def _prepare(name: str, work: Path, kit: Kit, *extra: str) -> tuple[Inventory, dict[str, BootEntry], Path]:
     """Render with --bootloaders (as a user would) and add kernel, initramfs and fallbacks."""
     out = work / "out"
     result = CliRunner().invoke(app, ["render", str(inventory_path(name)), "-o", str(out),
-                                      "--bootloaders"])
+                                      "--bootloaders", *extra])
     assert result.exit_code == 0, result.output
     inv = load_inventory(inventory_path(name))
     entries = {e.node.name: e for e in boot_entries(inv)}
@@ -97,15 +96,15 @@ def _prepare(name: str, work: Path, kit: Kit) -> tuple[Inventory, dict[str, Boot
 def _run_round(work: Path, kit: Kit, inv: Inventory, entries: dict[str, BootEntry], tftp: Path,
                clients: list[tuple[str, str, str]]) -> Round:
     """Start dnsmasq in a fresh namespace, boot `clients` (name, firmware, MAC) in parallel."""
-    conf = dnsmasq_conf(work / "out/dnsmasq/dhcp-pxe.conf", work, tftp)
     address = f"{inv.provisioner.ip}/{inv.network.machine_cidr.prefixlen}"
     with Lab(work / "lab", inv.provisioner.interface, address) as lab:
-        lab.start_dnsmasq(kit.dnsmasq, conf, work / "dnsmasq.log")
+        lab.start_router_ra(kit.dnsmasq)
+        tftp = lab.start_rendered(kit.dnsmasq, work / "out", tftp, work / "dnsmasq.log")
         vms = [lab.boot(kit.qemu, name, fw, mac) for name, fw, mac in clients]
         lab.dhcp_discover(STRAY_MAC)
         outcomes = wait_for_boots(vms)
     log = DnsmasqLog((work / "dnsmasq.log").read_text(errors="replace"))
-    return Round(inv, entries, tftp, outcomes, log, leases(work / "leases"), lab.ns,
+    return Round(inv, entries, tftp, outcomes, log, leases(lab.workdir / "leases"), lab.ns,
                  [p.poll() for p in lab.procs])
 
 
@@ -128,6 +127,15 @@ def misbooted(tmp_path_factory: pytest.TempPathFactory, kit: Kit) -> Round:
     (tftp / "grub.cfg-01-52-54-00-7a-00-13").write_text("menuentry 'broken' {\n")
     clients = [("stray", "bios", STRAY_MAC), ("cp-0", "bios", entries["cp-0"].node.mac),
                ("cp-2", "uefi", entries["cp-2"].node.mac)]
+    return _run_round(work, kit, inv, entries, tftp, clients)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory, kit: Kit) -> Round:
+    """compact with cp-0 (BIOS) and cp-2 (UEFI) recorded installed: their per-MAC files boot disk."""
+    work = tmp_path_factory.mktemp("pxe-installed")
+    inv, entries, tftp = _prepare("compact", work, kit, "--installed", "cp-0", "--installed", "cp-2")
+    clients = [(n, entries[n].firmware.value, entries[n].node.mac) for n in ("cp-0", "cp-2")]
     return _run_round(work, kit, inv, entries, tftp, clients)
 
 
@@ -207,3 +215,14 @@ def test_the_lab_leaves_no_namespace_or_process_behind(booted: Round) -> None:
     namespaces = run(["ip", "netns", "list"], timeout=10).stdout.split()
     assert booted.ns not in namespaces
     assert all(code is not None for code in booted.exit_codes)
+
+
+@pytest.mark.parametrize("name", ["cp-0", "cp-2"])  # BIOS (pxelinux LOCALBOOT 0), UEFI (GRUB exit)
+def test_installed_node_fetches_its_file_but_never_the_rhcos_kernel(installed: Round, name: str) -> None:
+    e = installed.entries[name]
+    sent = installed.sent_to(str(e.node.ip))
+    assert e.config_path.removeprefix("tftp/") in sent, sent  # it did network-boot, with its own file
+    assert not sent & {e.kernel, e.initrd}, sent
+    outcome = installed.outcomes[name]
+    assert outcome.kind == "local", f"{outcome.kind}: {outcome.detail}\n{outcome.serial[-2000:]}"
+    assert outcome.cmdline is None

@@ -57,3 +57,13 @@ def test_dnsmasq_log_links_the_host_name_to_the_mac_by_transaction() -> None:
     assert log.hostnames_sent("52:54:00:00:00:02") == set()
     assert log.offered("52:54:00:00:00:02") == {"10.0.0.200"}
     assert log.sent(Path("/srv/tftp")) == [("pxelinux.0", "10.0.0.5")]
+
+
+def test_a_loader_handing_back_to_the_firmware_is_local_not_failed() -> None:
+    bios = "PXELINUX 6.04\r\nBooting from local di\x1b[25;21H\x1b[25;22Hsk...\r\nBoot failed: could not read"
+    uefi = 'Welcome to GRUB!\r\nBdsDxe: starting Boot0000 "UiApp" from Fv(7CB8BDC9)'
+    for serial in (bios, uefi):
+        outcome = read_outcome(serial, 9.0, False, 150)
+        assert outcome is not None and outcome.kind == "local", serial
+    floppy = read_outcome("Booting from Floppy...\r\nBoot failed: could not read", 9.0, False, 150)
+    assert floppy is not None and floppy.kind == "failed"

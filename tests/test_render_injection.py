@@ -144,8 +144,8 @@ def _xml_skeleton(text: str) -> list[Any]:
 def _shell_skeleton(text: str) -> list[Any]:
     out: list[Any] = [text.count("\n")]
     for line in re.sub(r"\\\n", " ", text).splitlines():
-        if line.startswith("#") or not line.strip():
-            out.append(line[:1])
+        if line.lstrip().startswith("#") or not line.strip():  # comments may be indented
+            out.append(line.strip()[:1])
             continue
         tokens = shlex.split(line)
         subopts = [sorted(part.split("=", 1)[0] for part in t.split(",")) if "=" in t else None

@@ -154,3 +154,19 @@ def test_a_dir_without_an_install_is_a_usage_error(runner, tmp_path, kube) -> No
     assert result.stderr == (f"upi: error: --dir {tmp_path / 'nothing'}: no openshift-install state "
                              f"here; run `upi ignition {INVENTORY} --dir {tmp_path / 'nothing'} -o DIR` "
                              "first\n")
+
+
+def test_log_level_warn_keeps_the_summary_and_debug_shows_the_installer_runs(
+        runner, tmp_path, assets, kube, monkeypatch) -> None:
+    script(monkeypatch, tmp_path)
+    kube.add_node("master-0", ready=True)
+    quiet = runner.invoke(app, ["--log-level", "warn", *wait_args(INVENTORY, assets, kube, *LIGHT)])
+    assert quiet.exit_code == 0, quiet.output
+    assert "== bootstrap-complete" not in quiet.stdout and "INFO  API" not in quiet.stdout
+    assert "│ master-0 │ -     │ Ready │" in quiet.stdout and "CSRs approved: 0" in quiet.stdout
+    (tmp_path / "again").mkdir()
+    fresh = make_assets(runner, INVENTORY, tmp_path / "again")  # the first run's state would resume
+    loud = runner.invoke(app, ["-v", *wait_args(INVENTORY, fresh, kube, *LIGHT)])
+    assert loud.exit_code == 0, loud.output
+    assert "== install-complete: done" in loud.stdout
+    assert "upi: debug: run (streamed): " in loud.stderr and " wait-for install-complete" in loud.stderr

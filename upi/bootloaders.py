@@ -28,9 +28,10 @@ from upi.runner import run
 
 LDLINUX = "ldlinux.c32"
 GRUB_MODULES_DIR = "usr/lib/grub/x86_64-efi"
-# Enough for a TFTP boot of a per-MAC config with `linux`/`initrd` entries.
+# Enough for a TFTP boot of a per-MAC config with `linux`/`initrd` entries, and for the
+# `exit` (module minicmd) that hands an installed node or an unknown MAC back to the firmware.
 GRUB_MODULES = ("efinet", "tftp", "net", "normal", "linux", "configfile", "echo", "test",
-                "regexp", "halt", "reboot")
+                "regexp", "halt", "reboot", "minicmd")
 GRUB_MKIMAGE_TIMEOUT = 60.0
 
 

@@ -8,11 +8,12 @@ same level governs. Errors are always shown.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 # Control characters a terminal acts on (ESC sequences, CR overwriting a line,
@@ -40,6 +41,7 @@ DEFAULT_LEVEL = "info"
 class _State:
     level = LEVELS[DEFAULT_LEVEL]
     json_printed = False
+    json_lines = False  # the command streams one JSON object per line (approve-csr --json)
 
 
 _state = _State()
@@ -81,19 +83,32 @@ set_level(DEFAULT_LEVEL)
 
 
 def print_json(doc: Any) -> None:
-    """One JSON document on stdout."""
+    """One JSON document on stdout (one line of it when the command streams JSON lines)."""
     _state.json_printed = True
+    if _state.json_lines:
+        sys.stdout.write(json.dumps(doc, separators=(",", ":"), default=str) + "\n")
+        return
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
 
 
+def print_json_line(line: str) -> None:
+    """One already-encoded JSON object as one line; an error after it is one line too."""
+    _state.json_lines = True
+    sys.stdout.write(printable(line) + "\n")
+    sys.stdout.flush()
+
+
 def json_printed() -> bool:
-    """True once this run printed a JSON document (an error then adds none on stdout)."""
-    return _state.json_printed
+    """True once this run printed its JSON document (an error then adds none on stdout).
+
+    A stream of JSON lines is no one document: an error after it is one more line.
+    """
+    return _state.json_printed and not _state.json_lines
 
 
 def reset_output() -> None:
     """Forget what the previous command printed (one process may run several, as tests do)."""
-    _state.json_printed = False
+    _state.json_printed = _state.json_lines = False
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
@@ -136,3 +151,35 @@ def error(message: str) -> None:
 def say_err(message: str) -> None:
     """A line on stderr (continuation of an error)."""
     sys.stderr.write(printable(message) + "\n")
+
+
+@contextlib.contextmanager
+def transfer_progress() -> Iterator[Callable[[str, int, int | None], None]]:
+    """A progress bar per file on a terminal (stderr); without a terminal, nothing at all.
+
+    Yields `update(name, done_bytes, total_bytes_or_None)`.
+    """
+    if not sys.stderr.isatty():
+        yield lambda name, done, total: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=False) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(name: str, done: int, total: int | None) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(printable(name), total=total)
+            bar.update(tasks[name], completed=done, total=total)
+
+        yield update

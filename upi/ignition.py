@@ -23,7 +23,7 @@ from upi import __version__
 from upi.errors import UpiError, UsageError
 from upi.facts.boot import ignition_url
 from upi.facts.freshness import EXPIRED_AFTER, Freshness, ignition_freshness
-from upi.installer import Installer, locate, pull_secret_fragments, release_of
+from upi.installer import Installer, locate, pull_secret_fragments, version_warnings
 from upi.inventory import Inventory, load_inventory
 from upi.render import PUBLIC, SECRET, RenderedFile, install_config_yaml
 from upi.writer import write_tree
@@ -119,7 +119,7 @@ def make_ignition(
     secret = inv.resolve(inv.cluster.pull_secret_file).read_text()
     run = Installer(binary, assets, pull_secret_fragments(secret))
     version = run.version()
-    for warning in [*_version_warnings(inv, version), *_fips_warnings(inv)]:
+    for warning in [*version_warnings(inv, version), *_fips_warnings(inv)]:
         on_warning(warning)
     try:
         write_install_config(inv, assets)
@@ -189,8 +189,15 @@ def _keep_private(assets: Path) -> None:
 
 
 def _clear_old_install(assets: Path, *, force: bool, clock: Clock) -> Path | None:
-    """Refuse an ASSETS dir with an older install's state; with `force`, move it aside."""
-    if not (assets / STATE_FILE).exists():
+    """Refuse an ASSETS dir with an older install's state; with `force`, move it aside.
+
+    With `force` a failed run's leftovers go too, state file or not: a run refused at
+    `create manifests` leaves only the installer's log, which holds the whole pull secret.
+    """
+    names = {*INSTALL_OUTPUTS, *(p.name for pattern in INSTALL_OUTPUT_PATTERNS
+                                 for p in assets.glob(pattern))}
+    present = sorted(n for n in names if (assets / n).exists() or (assets / n).is_symlink())
+    if not (assets / STATE_FILE).exists() and not (force and present):
         return None
     if not force:
         raise UsageError(
@@ -200,21 +207,9 @@ def _clear_old_install(assets: Path, *, force: bool, clock: Clock) -> Path | Non
     dest = assets / PREVIOUS_DIR / clock().strftime("%Y%m%dT%H%M%SZ")
     dest.mkdir(parents=True, exist_ok=True, mode=0o700)
     (assets / PREVIOUS_DIR).chmod(0o700)  # the old install's secrets move in here
-    names = {*INSTALL_OUTPUTS, *(p.name for pattern in INSTALL_OUTPUT_PATTERNS
-                                 for p in assets.glob(pattern))}
-    for name in sorted(names):
-        if (assets / name).exists() or (assets / name).is_symlink():
-            (assets / name).replace(dest / name)
+    for name in present:
+        (assets / name).replace(dest / name)
     return dest
-
-
-def _version_warnings(inv: Inventory, version_line: str) -> list[str]:
-    release = release_of(version_line)
-    if release is None or release == inv.cluster.version:
-        return []
-    return [f"{version_line} is for OpenShift {'.'.join(map(str, release))} but the inventory says "
-            f"OpenShift {inv.cluster.openshift_version}: the RHCOS images and network type may not "
-            "match"]
 
 
 def _fips_warnings(inv: Inventory) -> list[str]:

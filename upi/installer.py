@@ -18,6 +18,7 @@ from typing import Any
 
 from upi.errors import CommandError, UsageError
 from upi.installer_log import display, parse_line
+from upi.inventory.model import Inventory
 from upi.runner import Streamed, run, stream
 
 PROGRAM = "openshift-install"
@@ -180,3 +181,13 @@ def release_of(version_line: str) -> tuple[int, int] | None:
     """(major, minor) from `openshift-install 4.16.3`; None when it does not say."""
     match = re.search(r"\b(\d+)\.(\d+)\.\d+", version_line)
     return (int(match[1]), int(match[2])) if match else None
+
+
+def version_warnings(inv: Inventory, version_line: str) -> list[str]:
+    """A warning when the installer is for another OpenShift minor than the inventory says."""
+    release = release_of(version_line)
+    if release is None or release == inv.cluster.version:
+        return []
+    return [f"{version_line} is for OpenShift {'.'.join(map(str, release))} but the inventory says "
+            f"OpenShift {inv.cluster.openshift_version}: the RHCOS images and network type may not "
+            "match"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from upi import __version__
-from upi.facts import VmSpec, boot_entries, dns_records, host_entries, lb_pools, vm_specs
+from upi.facts import BootEntry, VmSpec, boot_entries, dns_records, host_entries, lb_pools, vm_specs
 from upi.facts.boot import GRUB_FALLBACK, GRUB_IMAGE, PXELINUX_FALLBACK, PXELINUX_IMAGE
 from upi.facts.installconfig import install_config
 from upi.gpu.objects import render_files as gpu_files
@@ -79,20 +79,47 @@ def _dhcp(inv: Inventory) -> RenderedFile:
     return _file("dnsmasq/dhcp-pxe.conf", render_template("dnsmasq/dhcp-pxe.conf.j2", **ctx))
 
 
-def _boot(inv: Inventory) -> list[RenderedFile]:
+def _boot(inv: Inventory, installed: frozenset[str] = frozenset()) -> list[RenderedFile]:
     out = [
         _file(PXELINUX_FALLBACK, render_template("tftp/pxelinux-default.j2", **_common(inv))),
         _file(GRUB_FALLBACK, render_template("tftp/grub-default.j2", **_common(inv))),
     ]
     for e in boot_entries(inv):
-        name = "tftp/pxelinux.cfg.j2" if e.firmware is Firmware.bios else "tftp/grub.cfg.j2"
-        out.append(_file(e.config_path, render_template(name, e=e)))
+        out.append(boot_file(e, installed=e.node.name in installed))
     return out
 
 
-def boot_files(inv: Inventory) -> list[RenderedFile]:
+def _firewall(inv: Inventory) -> list[RenderedFile]:
+    from upi.facts.firewall import http_port, load_balancer_openings, provisioner_openings
+
+    prov = inv.provisioner
+    shared = prov.ip == inv.load_balancer.ip
+    ctx = {**_common(inv), "shared": shared}
+    return [
+        _file("firewall/provisioner.sh", render_template(
+            "firewall/provisioner.sh.j2", **ctx, ip=prov.ip, lb_ip=inv.load_balancer.ip,
+            interface=prov.interface, openings=provisioner_openings(inv), tftp_root=prov.tftp_root,
+            http_root=prov.http_root, dnsmasq_dir=prov.dnsmasq_dir, http_port=http_port(inv)),
+            SCRIPT),
+        _file("firewall/load-balancer.sh", render_template(
+            "firewall/load-balancer.sh.j2", **ctx, ip=inv.load_balancer.ip, prov_ip=prov.ip,
+            openings=load_balancer_openings(inv)), SCRIPT),
+    ]
+
+
+def boot_file(e: BootEntry, *, installed: bool = False) -> RenderedFile:
+    """One node's per-MAC file: the RHCOS installer, or (installed) its own disk."""
+    bios = e.firmware is Firmware.bios
+    if installed:
+        name = "tftp/pxelinux-local.j2" if bios else "tftp/grub-local.j2"
+        return _file(e.config_path, render_template(name, node=e.node))
+    name = "tftp/pxelinux.cfg.j2" if bios else "tftp/grub.cfg.j2"
+    return _file(e.config_path, render_template(name, e=e))
+
+
+def boot_files(inv: Inventory, installed: frozenset[str] = frozenset()) -> list[RenderedFile]:
     """The tftp/ boot files (per-MAC and fallbacks) as render writes them: `upi check tftp`."""
-    return _boot(inv)
+    return _boot(inv, installed)
 
 
 def haproxy_cfg(inv: Inventory, *, include_bootstrap: bool = True) -> RenderedFile:
@@ -131,9 +158,12 @@ def _file(path: str, text: str, mode: int = PUBLIC) -> RenderedFile:
     return RenderedFile(path, text.encode(), mode)
 
 
-def manifest(files: list[RenderedFile], inv: Inventory, *, bootstrap_retired: bool = False
-             ) -> RenderedFile:
-    """manifest.json: every file with its sha256 and mode (no timestamps: reproducible)."""
+def manifest(files: list[RenderedFile], inv: Inventory, *, bootstrap_retired: bool = False,
+             images: Mapping[str, object] | None = None) -> RenderedFile:
+    """manifest.json: every file with its sha256 and mode (no timestamps: reproducible).
+
+    `images`: the RHCOS files `upi images` staged, carried over as they were recorded.
+    """
     doc: dict[str, object] = {
         "upi": __version__,
         "cluster": inv.cluster.domain,
@@ -142,6 +172,8 @@ def manifest(files: list[RenderedFile], inv: Inventory, *, bootstrap_retired: bo
     if bootstrap_retired:
         doc["bootstrap_retired"] = True
     doc["files"] = {f.path: {"sha256": f.sha256, "mode": f"{f.mode:04o}"} for f in files}
+    if images:
+        doc["images"] = dict(sorted(images.items()))
     return _file(MANIFEST, json.dumps(doc, indent=2) + "\n")
 
 
@@ -151,11 +183,15 @@ def install_config_yaml(inv: Inventory) -> str:
 
 
 def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
-                     retire_bootstrap: bool = False) -> list[RenderedFile]:
+                     retire_bootstrap: bool = False,
+                     images: Mapping[str, object] | None = None,
+                     installed: frozenset[str] = frozenset()) -> list[RenderedFile]:
     """Every file of the render layout plus `extra` (e.g. boot loaders), manifest.json last.
 
     `retire_bootstrap`: after bootstrap-complete the HAProxy pools leave the
     bootstrap out, and manifest.json says so (`upi wait` renders this way).
+    `installed`: nodes whose per-MAC file boots their disk (upi.installed).
+    `images`: the RHCOS files `upi images` recorded, kept in manifest.json.
     """
     config = install_config_yaml(inv)
     files = [
@@ -163,11 +199,12 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
         _file("install-config.yaml.orig", config, SECRET),
         *_dns(inv),
         _dhcp(inv),
-        *_boot(inv),
+        *_boot(inv, installed),
         haproxy_cfg(inv, include_bootstrap=not retire_bootstrap),
+        *_firewall(inv),
         *_vms(inv),
         *_csr(inv),
         *(_file(path, text) for path, text in gpu_files(inv)),
         *extra,
     ]
-    return [*files, manifest(files, inv, bootstrap_retired=retire_bootstrap)]
+    return [*files, manifest(files, inv, bootstrap_retired=retire_bootstrap, images=images)]

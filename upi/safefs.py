@@ -206,6 +206,48 @@ class Tree:
         finally:
             os.close(fd)  # close reports deferred write errors (NFS): not suppressed
 
+    def open_read(self, rel: str) -> int | None:
+        """A blocking read fd on regular file `rel` (to stream a large file); None otherwise."""
+        dfd, name = self._split(rel)
+        if dfd is None:
+            return None
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                return None
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+        return fd
+
+    def open_append(self, rel: str, mode: int) -> int:
+        """An fd appending to regular file `rel`, created (with its directories) if missing."""
+        dfd, name = self._split(rel, create=True)
+        assert dfd is not None  # noqa: S101 - create=True makes the directory
+        fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC, mode, dir_fd=dfd)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise self._refuse(rel, "not a regular file")
+        os.set_blocking(fd, True)
+        return fd
+
+    def link_to(self, rel: str, dest_rel: str) -> None:
+        """Hard-link `rel` as `dest_rel` (same tree), replacing a file or link there."""
+        sdfd, sname = self._split(rel)
+        ddfd, dname = self._split(dest_rel, create=True)
+        assert sdfd is not None and ddfd is not None  # noqa: S101 - both resolved above
+        temp = f".{dname}.upi-link"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=ddfd)
+        os.link(sname, temp, src_dir_fd=sdfd, dst_dir_fd=ddfd, follow_symlinks=False)
+        os.replace(temp, dname, src_dir_fd=ddfd, dst_dir_fd=ddfd)
+
     def move_to(self, rel: str, dest: Tree, dest_rel: str | None = None) -> None:
         """Rename `rel` to `dest_rel` in `dest` (same file system), replacing a file or link there."""
         sdfd, sname = self._split(rel)

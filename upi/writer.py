@@ -28,8 +28,9 @@ from upi.render import MANIFEST, RenderedFile
 from upi.safefs import DIR_MODE, Tree, UnsafePath, relpath, shown, syncfs, write_all
 
 Status = Literal["new", "changed", "unchanged", "removed"]
-# Subtrees other upi commands own inside a render dir (upi ignition stages http/).
-OWNED_ELSEWHERE = ("http/",)
+# Paths other upi commands own inside a render dir (upi ignition stages http/;
+# installed.json is the record of installed nodes, upi.installed).
+OWNED_ELSEWHERE = ("http/", "installed.json")
 STAGING_PREFIX = ".upi-staging-"
 JOURNAL = ".upi-commit"  # in a staging dir: present = complete, to be renamed into place
 MANIFEST_LIMIT = 64 << 20
@@ -88,6 +89,28 @@ def manifest_files(doc: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
         else:
             good[path] = sha
     return good, bad
+
+
+IMAGE_DIRS = ("tftp/", "http/")
+
+
+def manifest_images(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The RHCOS files `upi images` staged (path -> record); hostile entries dropped.
+
+    Only plain paths under tftp/ or http/ with a sha256 and a size are kept:
+    `upi render` keeps them, `upi push` publishes them, `upi images` replaces them.
+    """
+    images = doc.get("images")
+    if not isinstance(images, dict):
+        return {}
+    good = {}
+    for path, meta in images.items():
+        if (relpath(path) is None or not path.startswith(IMAGE_DIRS) or not isinstance(meta, dict)
+                or not isinstance(meta.get("sha256"), str) or len(meta["sha256"]) != 64
+                or not isinstance(meta.get("size"), int)):
+            continue
+        good[path] = {k: meta[k] for k in ("sha256", "size", "mode", "rhcos") if k in meta}
+    return good
 
 
 def previous_manifest(out: Path) -> dict[str, Any]:
@@ -153,7 +176,8 @@ def plan(out: Path, files: list[RenderedFile]) -> list[Change]:
 
 
 def _foreign(tree: Tree, files: list[RenderedFile], previous: dict[str, str]) -> list[str]:
-    ours = set(previous) | {f.path for f in files} | {MANIFEST}
+    images = set(manifest_images(read_manifest(tree)))
+    ours = set(previous) | images | {f.path for f in files} | {MANIFEST}
     return sorted(p for p in _existing(tree) - ours if not p.startswith(OWNED_ELSEWHERE))
 
 

@@ -30,12 +30,13 @@ class Wanted:
     path: str
     what: str
     content: bytes | None = None
+    installed: bytes | None = None  # the same per-MAC file once its node is installed (boots disk)
 
 
 def wanted(inv: Inventory) -> list[Wanted]:
     """Boot loaders, then every per-MAC file (with its rendered bytes), then kernels and initramfs."""
     from upi.facts import boot_entries
-    from upi.render import boot_files
+    from upi.render import boot_file, boot_files
 
     entries = boot_entries(inv)
     firmwares = {e.firmware for e in entries}
@@ -45,7 +46,8 @@ def wanted(inv: Inventory) -> list[Wanted]:
     if Firmware.uefi in firmwares:
         out.append(Wanted(GRUB_IMAGE, "UEFI boot loader"))
     rendered = {f.path: f.content for f in boot_files(inv)}
-    out += [Wanted(e.config_path.removeprefix("tftp/"), "per-MAC boot file", rendered[e.config_path])
+    out += [Wanted(e.config_path.removeprefix("tftp/"), "per-MAC boot file", rendered[e.config_path],
+                   boot_file(e, installed=True).content)
             for e in entries]
     seen: set[str] = set()
     for e in entries:
@@ -75,7 +77,8 @@ def _probe(w: Wanted, server: str, port: int, timeout: float, retries: int) -> C
                            f"tftp://{server}:{port}/{w.path} ({w.what}): {exc}; run `upi push` "
                            "(or copy the render's tftp/ to tftp_root) and check dnsmasq's "
                            "enable-tftp, tftp-root and that the files are world-readable")
-    if w.content is not None and bytes(kept) != w.content:
+    disk = w.installed is not None and bytes(kept) == w.installed
+    if w.content is not None and bytes(kept) != w.content and not disk:
         return CheckResult(AREA, label, expected, f"differs ({size:,} bytes)", "fail",
                            f"{w.path}: the server has another version than the render; "
                            "run `upi push` after `upi render`")
@@ -83,6 +86,8 @@ def _probe(w: Wanted, server: str, port: int, timeout: float, retries: int) -> C
         return CheckResult(AREA, label, expected, "empty", "fail",
                            f"{w.path} ({w.what}) is empty on the server")
     got = "same" if w.content is not None else f"{size:,} bytes, sha256 {digest.hexdigest()[:12]}"
+    if disk:
+        got = "installed: boots its disk"
     return CheckResult(AREA, label, expected, got, "pass")
 
 

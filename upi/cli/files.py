@@ -37,7 +37,8 @@ def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
 @app.command(
     epilog="\b\nExamples:\n  upi render inventories/dgxpod.yaml -o out/dgxpod\n"
     "  upi render inventories/dgxpod.yaml -o out/dgxpod --dry-run --diff\n"
-    "  upi render inventories/dgxpod.yaml -o out/dgxpod --bootloaders"
+    "  upi render inventories/dgxpod.yaml -o out/dgxpod --bootloaders\n"
+    "  upi render inventories/dgxpod.yaml -o out/dgxpod --reinstall worker-1"
 )
 def render(
     inventory: InventoryArg,
@@ -60,14 +61,23 @@ def render(
         typer.Option("--retire-bootstrap", help="HAProxy without the bootstrap (after "
                      "bootstrap-complete; upi wait does this in its render dir)."),
     ] = False,
+    installed: Annotated[list[str] | None, typer.Option(
+        "--installed", metavar="NODE", help="Record NODE as installed: its PXE file boots its disk "
+        "(upi wait does this as nodes join); repeatable (default: none).", show_default=False)] = None,
+    reinstall: Annotated[list[str] | None, typer.Option(
+        "--reinstall", metavar="NODE", help="Put NODE back to installing: its PXE file runs the "
+        "RHCOS installer again; repeatable (default: none).", show_default=False)] = None,
 ) -> None:
     """Write every config file of the install (layout in docs/render.md)."""
     from upi.commands.render import render as do_render
 
     result = do_render(inventory, out, diff=diff, force=force, dry_run=dry_run,
-                       bootloaders=bootloaders, retire_bootstrap=retire_bootstrap)
+                       bootloaders=bootloaders, retire_bootstrap=retire_bootstrap,
+                       installed=installed or (), reinstall=reinstall or ())
     for note in result.warnings:
         console.warn(note)
+    if result.installed:
+        console.say("installed, PXE boots their disk: " + ", ".join(sorted(result.installed)))
     if result.diff:
         console.say(result.diff.rstrip("\n"))
     counts = {s: sum(1 for c in result.changes if c.status == s)
@@ -90,6 +100,58 @@ def schema() -> None:
     from upi.commands.render import schema as do_schema
 
     console.say(do_schema().rstrip("\n"))
+
+
+@app.command(
+    epilog="\b\nExamples:\n"
+    "  upi images inventories/dgxpod.yaml -o out/dgxpod --from ~/Downloads/rhcos\n"
+    "  upi images inventories/dgxpod.yaml -o out/dgxpod \\\n"
+    "      --from https://mirror.openshift.com/pub/openshift-v4/x86_64/dependencies/rhcos/4.16/4.16.3\n"
+    "  upi push inventories/dgxpod.yaml -o out/dgxpod    # then publish them"
+)
+def images(
+    inventory: InventoryArg,
+    out: Annotated[Path, typer.Option("-o", "--output", help="The render directory to stage into.",
+                                      parser=output_dir, metavar="PATH")],
+    src: Annotated[str, typer.Option(
+        "--from", metavar="SRC", show_default=False,
+        help="A directory holding the downloaded RHCOS files, or an http(s):// mirror URL "
+        "(files fetched as SRC/NAME; SRC/sha256sum.txt is read when present).")],
+    openshift_install: Annotated[Path | None, typer.Option(
+        "--openshift-install", metavar="PATH",
+        help="The installer binary (default: $UPI_OPENSHIFT_INSTALL, then PATH).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Stage the RHCOS kernel, initramfs and rootfs the boot files name, sha256-checked.
+
+    Reads the RHCOS stream the installer was built for (`openshift-install
+    coreos print-stream-json`) and warns when the inventory's `rhcos:` files
+    are other ones. Kernel and initramfs go to DIR/tftp/, all files to
+    DIR/http/, at the paths the boot files use; each is checked against the
+    stream's sha256 (else SRC's sha256sum.txt) while it downloads, and a
+    rerun resumes an interrupted download. They are recorded in
+    manifest.json: `upi push` publishes them and `upi render` keeps them.
+    A file whose sha256 differs is not staged, and the exit code is 1.
+    """
+    from upi.errors import CheckFailed
+    from upi.images import images as do_images
+
+    with console.transfer_progress() as progress:
+        result = do_images(inventory, out, src, installer=openshift_install, on_progress=progress)
+    for note in result.warnings:
+        console.warn(note)
+    if as_json:
+        console.print_json(result.to_json())
+    else:
+        console.print_table(f"RHCOS {result.release} files in {out}",
+                            ["file", "status", "bytes", "sha256", "staged at"],
+                            ((s.name, s.status, s.size or "", s.sha256[:16], ", ".join(s.targets))
+                             for s in result.staged))
+    if result.failed:
+        raise CheckFailed(f"{len(result.failed)} of {len(result.staged)} RHCOS files not staged: "
+                          + "; ".join(f"{s.name}: {s.detail}" for s in result.failed))
+    if not as_json:
+        console.say(f"staged {len(result.staged)} RHCOS files in {out}; `upi push` publishes them")
 
 
 @app.command(

@@ -112,7 +112,10 @@ def approve_csr(
     from upi.commands.approve_csr import approve_csr as run
 
     def log(record: Any) -> None:
-        console.say(record.line(as_json))
+        if as_json:
+            console.print_json_line(record.line(True))
+            return
+        console.say(record.line(False))
         sys.stdout.flush()  # under systemd stdout is a pipe: each decision reaches the journal now
 
     try:

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from upi.bootloaders import kept_bootloaders, stage_bootloaders
+from upi.installed import installed_nodes, load_record, save_record, updated
 from upi.inventory import Inventory, load_inventory
 from upi.inventory.rules import warnings
 from upi.render import RenderedFile, render_inventory
 from upi.writer import (
     Change,
     manifest_files,
+    manifest_images,
     plan,
     previous_files,
     previous_manifest,
@@ -58,20 +61,30 @@ class RenderResult:
     diff: str | None
     written: bool
     warnings: list[str] = field(default_factory=list)
+    installed: frozenset[str] = frozenset()  # nodes whose per-MAC file boots their disk
 
 
 def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = False,
            dry_run: bool = False, bootloaders: bool = False,
-           retire_bootstrap: bool = False) -> RenderResult:
+           retire_bootstrap: bool = False, installed: Sequence[str] = (),
+           reinstall: Sequence[str] = (), how: str = "marked by hand") -> RenderResult:
     """Load, render to memory, and write unless `dry_run`.
 
     With `bootloaders`, the host's pxelinux.0, ldlinux.c32 and grubx64.efi
     join the tftp/ tree (and manifest.json) like any rendered file. With
-    `retire_bootstrap`, HAProxy's pools leave the bootstrap out.
+    `retire_bootstrap`, HAProxy's pools leave the bootstrap out. The nodes
+    recorded in DIR/installed.json (plus `installed`, minus `reinstall`; the
+    record is updated) get per-MAC files that boot their disk.
     """
     inv = load_inventory(inventory)
     extra = stage_bootloaders() if bootloaders else kept_bootloaders(out, previous_files(out))
-    files: list[RenderedFile] = render_inventory(inv, extra, retire_bootstrap=retire_bootstrap)
+    before = load_record(out)
+    record = updated(inv, before, add=installed, remove=reinstall, how=how)
+    done, record_notes = installed_nodes(inv, record)
+    # RHCOS files staged by `upi images` stay, recorded as they were (not re-read: they are large).
+    images = manifest_images(previous_manifest(out))
+    files: list[RenderedFile] = render_inventory(inv, extra, retire_bootstrap=retire_bootstrap,
+                                                 installed=done, images=images)
     changes = plan(out, files)
     for change in changes:
         log.debug("%s: %s", change.path, change.status)
@@ -85,10 +98,13 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
         notes.append(f"the last render of {out} had the bootstrap retired (upi wait); this one puts "
                      f"{inv.bootstrap.name} back into HAProxy's API pools: pass --retire-bootstrap "
                      "to keep it out")
+    notes += record_notes
     if dry_run:
-        return RenderResult(out, changes, text, written=False, warnings=notes)
+        return RenderResult(out, changes, text, written=False, warnings=notes, installed=done)
     changes = write_tree(out, files, force=force)
-    return RenderResult(out, changes, text, written=True, warnings=notes)
+    if record != before:  # after the files: a failed write leaves the old record with the old files
+        save_record(out, record)
+    return RenderResult(out, changes, text, written=True, warnings=notes, installed=done)
 
 
 def schema() -> str:

@@ -8,7 +8,7 @@ import time
 from types import TracebackType
 from typing import Any, TextIO
 
-from upi.console import plain, printable
+from upi.console import plain, printable, shows
 from upi.gpu.flow import STAGES
 
 
@@ -40,9 +40,11 @@ class GpuDisplay:
 
     def warn(self, message: str) -> None:
         """A problem (a failed check)."""
-        self._line(f"upi: warning: {message}")
+        self._line(f"upi: warning: {message}", level="warn")
 
-    def _line(self, text: str) -> None:
+    def _line(self, text: str, level: str = "info") -> None:
+        if not shows(level):  # `upi --log-level warn` keeps only warnings (the report still prints)
+            return
         live = self._live
         if live is not None:
             live.console.print(printable(text), markup=False, highlight=False)

@@ -4,16 +4,15 @@ The real installer (../shared/reference/real-installer.md) exits 3 on these;
 an admin would learn of them only at `upi ignition`, after rendering and
 pushing everything. Each message says what to write instead and ends with
 the installer's own reason, `(openshift-install: ...)`, so the two can be
-matched. The pull secret is never quoted: only its file, line and registry.
+matched. The pull secret's rules are in pullsecret.py.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from upi.inventory.model import Inventory
@@ -22,8 +21,6 @@ from upi.inventory.types import shown
 if TYPE_CHECKING:
     from upi.inventory.rules import Finding
 
-# A pull secret is a few KB; anything near this is not one (and is read whole).
-MAX_PULL_SECRET = 1 << 20
 # The key types a FIPS cluster takes (the installer: "Please use rsa or ecdsa").
 FIPS_KEYS = re.compile(r"ecdsa-sha2-nistp[0-9]{3}|ssh-rsa")
 # What a proxy URL may hold: RFC 3986 characters, no space, quote, backslash or control.
@@ -45,7 +42,8 @@ MAX_CLUSTER_NAME = 54
 _NO_PROXY_RULE = "each element of noProxy must be a IP, CIDR or domain without wildcard characters"
 
 
-def _installer(reason: str) -> str:
+def installer_reason(reason: str) -> str:
+    """`(openshift-install: reason)`: how every message ends, to be matched with the installer's."""
     return f"(openshift-install: {reason})"
 
 
@@ -67,7 +65,7 @@ def installer_warnings(inv: Inventory) -> list[str]:
         out.append(
             "cluster.fips is true: openshift-install refuses it unless it is the FIPS-capable "
             "installer binary for RHEL 9 running on a host booted in FIPS mode: run upi ignition "
-            "there " + _installer("fips: Forbidden: target cluster is in FIPS mode, use the "
+            "there " + installer_reason("fips: Forbidden: target cluster is in FIPS mode, use the "
                                   "FIPS-capable installer binary for RHEL 9 on a host with FIPS enabled.")
         )
     if c.additional_trust_bundle_file and not c.proxy and c.version < (4, 12):
@@ -102,7 +100,7 @@ def _cluster_name(inv: Inventory) -> Iterator[Finding]:
     if len(name) > MAX_CLUSTER_NAME:
         yield ("cluster", "name"), (
             f"{name!r} has {len(name)} characters; the installer takes at most {MAX_CLUSTER_NAME} "
-            + _installer(f"metadata.name: must be no more than {MAX_CLUSTER_NAME} characters")
+            + installer_reason(f"metadata.name: must be no more than {MAX_CLUSTER_NAME} characters")
         )
 
 
@@ -113,7 +111,7 @@ def masquerade_overlap(net: ipaddress.IPv4Network) -> str | None:
     return (
         f"{net} overlaps OVN-Kubernetes' masquerade subnet {OVN_MASQUERADE} (link-local space, "
         "OVN's default from 4.17; before 4.17 OVN masquerades in 169.254.169.0/29, inside it) "
-        + _installer(f"must not overlap with OVNKubernetes default masquerade subnet {OVN_MASQUERADE}")
+        + installer_reason(f"must not overlap with OVNKubernetes default masquerade subnet {OVN_MASQUERADE}")
     )
 
 
@@ -126,7 +124,7 @@ def _proxy(inv: Inventory) -> Iterator[Finding]:
     if not proxy.http_proxy and not proxy.https_proxy:
         yield ("cluster", "proxy"), (
             "names neither http_proxy nor https_proxy (no_proxy alone means nothing) "
-            + _installer("proxy: Required value: must include httpProxy or httpsProxy")
+            + installer_reason("proxy: Required value: must include httpProxy or httpsProxy")
         )
     inside = {"cluster_network": inv.network.cluster_network,
               "service_network": inv.network.service_network}
@@ -171,9 +169,9 @@ def _url_problem(url: str, value: str, key: str, schemes: tuple[str, ...],
         else:
             why = f'Unsupported value: "{scheme}": supported values: {supported}'
         if "://" not in url:
-            return f"{shown(value)} has no scheme: write {schemes[0]}://{value} " + _installer(
+            return f"{shown(value)} has no scheme: write {schemes[0]}://{value} " + installer_reason(
                 f"proxy.{key}: {why}")
-        return f"{shown(value)}: the installer takes only {' or '.join(schemes)}:// here " + _installer(
+        return f"{shown(value)}: the installer takes only {' or '.join(schemes)}:// here " + installer_reason(
             f"proxy.{key}: {why}")
     try:
         parts = urlsplit(url)
@@ -191,7 +189,7 @@ def _url_problem(url: str, value: str, key: str, schemes: tuple[str, ...],
             kind = name.split("_")[0]  # the installer's word: cluster, service
             return (f"{host} is inside {name} {net}: a proxy must not be part of the cluster networks, "
                     "the nodes would route it into the cluster "
-                    + _installer(f"proxy.{key}: proxy value is part of the {kind} networks"))
+                    + installer_reason(f"proxy.{key}: proxy value is part of the {kind} networks"))
     return None
 
 
@@ -223,17 +221,17 @@ def _no_proxy(entries: list[str]) -> Iterator[Finding]:
 def _no_proxy_problem(entry: str) -> str | None:
     if not entry.isascii() or not entry.isprintable() or any(c.isspace() for c in entry):
         return ("holds a space, a line break or a character that is not ASCII "
-                + _installer("noProxy must not have spaces"))
+                + installer_reason("noProxy must not have spaces"))
     if "," in entry:
         return "holds a comma: write one entry per list item (upi joins them with commas)"
     if entry == "*":
         return ("is * among other entries: * (no proxy at all) must be the only entry "
-                + _installer(_NO_PROXY_RULE))
+                + installer_reason(_NO_PROXY_RULE))
     if "*" in entry:
         suffix = entry.lstrip("*")
         hint = f": write {suffix if suffix.startswith('.') else '.' + suffix} (a leading dot " \
                "matches every subdomain)" if suffix.strip(".") else ""
-        return f"is a wildcard{hint} " + _installer(_NO_PROXY_RULE)
+        return f"is a wildcard{hint} " + installer_reason(_NO_PROXY_RULE)
     try:
         ipaddress.ip_network(entry, strict=False)
         return None
@@ -244,8 +242,9 @@ def _no_proxy_problem(entry: str) -> str | None:
         return None
     lower = domain.lower()
     if lower != domain and len(domain) <= 253 and _SUBDOMAIN.fullmatch(lower):
-        return f"must be lower case ({entry.lower()}) " + _installer(_NO_PROXY_RULE)
-    return "is not an IP address, a CIDR or a domain name (no port, no scheme) " + _installer(_NO_PROXY_RULE)
+        return f"must be lower case ({entry.lower()}) " + installer_reason(_NO_PROXY_RULE)
+    return ("is not an IP address, a CIDR or a domain name (no port, no scheme) "
+            + installer_reason(_NO_PROXY_RULE))
 
 
 # --- mirrors ----------------------------------------------------------------------------
@@ -264,38 +263,38 @@ def repository_problem(value: str) -> str | None:
     """Why `value` is not what a mirror entry must be: a repository, or a bare registry host[:port]."""
     if not value.isascii() or not value.isprintable() or any(c.isspace() for c in value):
         return ("holds a space, a line break or a character that is not ASCII "
-                + _installer("invalid reference format"))
+                + installer_reason("invalid reference format"))
     if "://" in value:
         rest = value.split("://", 1)[1].rstrip("/")
         return (f"is written as a URL: name the repository without a scheme ({rest}) "
-                + _installer("invalid reference format"))
+                + installer_reason("invalid reference format"))
     if len(value) > MAX_REPOSITORY:
         return (f"is longer than {MAX_REPOSITORY} characters "
-                + _installer("repository name must not be more than 255 characters"))
+                + installer_reason("repository name must not be more than 255 characters"))
     if "/" not in value:
         return _bare_registry_problem(value)
     registry, path = value.split("/", 1)
     if not ("." in registry or ":" in registry or registry == "localhost"):
         return (f"names no registry host: write REGISTRY/{value} (a host with a dot or a port) "
-                + _installer("the repository provided is invalid"))
+                + installer_reason("the repository provided is invalid"))
     if not _REGISTRY.fullmatch(registry):
-        return "does not start with a registry host[:port] " + _installer("invalid reference format")
+        return "does not start with a registry host[:port] " + installer_reason("invalid reference format")
     name, reference = _split_reference(path)
     components = name.split("/")
     if not all(_COMPONENT.fullmatch(c) for c in components):
         if all(_COMPONENT.fullmatch(c) for c in name.lower().split("/")):
             return ("must be lower case after the registry host "
-                    + _installer("repository name must be lowercase"))
+                    + installer_reason("repository name must be lowercase"))
         return ("is not a repository (lower case letters, digits and . _ - between slashes) "
-                + _installer("invalid reference format"))
+                + installer_reason("invalid reference format"))
     if reference is not None:
         if not reference:
-            return "is not a repository " + _installer("invalid reference format")
+            return "is not a repository " + installer_reason("invalid reference format")
         return (f"is a reference (it ends in {reference[:20]}): name the repository alone "
-                f"({registry}/{name}) " + _installer("must be repository--not reference"))
+                f"({registry}/{name}) " + installer_reason("must be repository--not reference"))
     if registry in ("docker.io", "index.docker.io") and len(components) == 1:
         return (f"is not in canonical form: write docker.io/library/{name} "
-                + _installer("the repository provided is invalid"))
+                + installer_reason("the repository provided is invalid"))
     return None
 
 
@@ -319,18 +318,18 @@ def _bare_registry_problem(value: str) -> str | None:
     grammar = re.compile(rf"{_COMPONENT.pattern}(?::{_TAG.pattern})?(?:@{_DIGEST.pattern})?")
     if not grammar.fullmatch(value):
         if grammar.fullmatch(value.lower()):
-            return "must be lower case " + _installer("repository name must be lowercase")
+            return "must be lower case " + installer_reason("repository name must be lowercase")
         return ("is neither a repository nor a registry host[:port] "
-                + _installer("invalid reference format"))
+                + installer_reason("invalid reference format"))
     if "@" in value:
         return ("is a reference (it names a digest): a bare registry is host[:port] "
-                + _installer("the repository provided is invalid"))
+                + installer_reason("the repository provided is invalid"))
     host, _, port = value.partition(":")
     if port and not port.isdigit():
         return (f"is a reference (it ends in :{port[:20]}): a bare registry is host[:port] "
-                + _installer("must be repository--not reference"))
+                + installer_reason("must be repository--not reference"))
     if port and not 0 < int(port) < 65536:
-        return f"has port {port[:8]}, not 1-65535 " + _installer("invalid reference format")
+        return f"has port {port[:8]}, not 1-65535 " + installer_reason("invalid reference format")
     try:
         ipaddress.ip_address(host)
         return None
@@ -339,7 +338,7 @@ def _bare_registry_problem(value: str) -> str | None:
     if len(host) <= 253 and _SUBDOMAIN.fullmatch(host):
         return None
     return ("is neither a repository nor a registry host[:port] "
-            + _installer("the repository provided is invalid"))
+            + installer_reason("the repository provided is invalid"))
 
 
 # --- files ------------------------------------------------------------------------------
@@ -351,69 +350,6 @@ def fips_ssh_key(inv: Inventory, key_text: str) -> Iterator[Finding]:
         yield ("cluster", "ssh_key_file"), (
             f"{inv.cluster.ssh_key_file} is an {kind} key, which a FIPS cluster (cluster.fips: true) "
             "cannot use: name an rsa or ecdsa public key "
-            + _installer(f"sshKey: SSH key type {kind} unavailable when FIPS is enabled. "
+            + installer_reason(f"sshKey: SSH key type {kind} unavailable when FIPS is enabled. "
                          "Please use rsa or ecdsa.")
         )
-
-
-class _NotJson(ValueError):
-    """A NaN or Infinity, which Python's json takes and Go's refuses."""
-
-
-def _refuse_constant(name: str) -> Any:
-    raise _NotJson(name)
-
-
-def pull_secret_problems(name: str, text: str) -> list[str]:
-    """What the installer (or JSON) refuses in a pull secret; never a byte of its content."""
-    again = "download it again from console.redhat.com"
-    if len(text) > MAX_PULL_SECRET:
-        return [f"{name} is {len(text)} characters long; a pull secret is a few KB: {again}"]
-    try:
-        data = json.loads(text, parse_constant=_refuse_constant)
-    except _NotJson as exc:
-        word = str(exc)
-        go = "invalid character 'I' in numeric literal" if word.startswith("-") else \
-            f"invalid character '{word[0]}' looking for beginning of value"
-        return [f"{name}{_token_line(text, word)} holds {word}, which is not JSON: {again} "
-                + _installer(go)]
-    except json.JSONDecodeError as exc:
-        return [f"{name} is not JSON (line {exc.lineno}); {again}"]
-    except (ValueError, RecursionError):  # a number past 4,300 digits, nesting past the stack
-        return [f"{name} is not a pull secret (a number too long or nesting too deep); {again}"]
-    auths = data.get("auths") if isinstance(data, dict) else None
-    if not isinstance(auths, dict) or not auths:
-        return [f"{name} has no \"auths\" registry credentials; {again} " + _installer("auths required")]
-    problems = []
-    for registry, entry in auths.items():
-        where = f"{name}{_line_of(text, json.dumps(registry))}"
-        if not isinstance(entry, dict | None):
-            kind = _go_type(entry)
-            problems.append(
-                f"{where}: the entry for {shown(registry)} is a JSON {kind}, not an object with "
-                "\"auth\" " + _installer(f"json: cannot unmarshal {kind} into Go struct field "
-                                         "imagePullSecret.auths of type map[string]interface {}"))
-        elif entry is None or ("auth" not in entry and "credsStore" not in entry):
-            problems.append(
-                f"{where}: the entry for {shown(registry)} has neither \"auth\" nor \"credsStore\" "
-                + _installer(f"pullSecret: {json.dumps(registry)} requires either auth or credsStore"))
-    return problems
-
-
-def _go_type(value: object) -> str:
-    """What Go's encoding/json calls a JSON value's type in its errors."""
-    return {str: "string", list: "array", bool: "bool"}.get(type(value), "number")
-
-
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-
-
-def _token_line(text: str, word: str) -> str:
-    """` line N` of `word` outside JSON strings (a NaN inside a password is no NaN)."""
-    blanked = _JSON_STRING.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
-    return _line_of(blanked, word)
-
-
-def _line_of(text: str, needle: str) -> str:
-    at = text.find(needle)
-    return "" if at < 0 else f" line {text.count(chr(10), 0, at) + 1}"

@@ -9,14 +9,13 @@ from typing import Any
 from upi.errors import UpiError
 from upi.inventory.gpu import gpu_rules, gpu_warnings
 from upi.inventory.installer_rules import (
-    MAX_PULL_SECRET,
     fips_ssh_key,
     installer_rules,
     installer_warnings,
     masquerade_overlap,
-    pull_secret_problems,
 )
 from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Role
+from upi.inventory.pullsecret import MAX_PULL_SECRET, pull_secret_problems
 from upi.inventory.safety import safety_rules, safety_warnings, trust_bundle
 from upi.inventory.sanity import sanity_rules, sanity_warnings
 from upi.safefs import read_named_file

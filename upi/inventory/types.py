@@ -209,6 +209,9 @@ def _artifact(value: str) -> str:
             ". _ ~ / % + = : @ - (no spaces, quotes, ; & $ ? # .. or line breaks: it is "
             "written into boot files)"
         )
+    elif value.endswith("/") or value.split("/")[-1] in ("", "."):
+        # `/` or `rhcos/` would leave KERNEL/initrd with no file, and nothing for `upi images` to stage.
+        raise ValueError(f"{_shown(value)} names no file (the path ends in /)")
     return value
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import posixpath
+import stat
 from pathlib import Path
 
 from upi.errors import UsageError
 from upi.inventory.model import Inventory, SshTarget
 from upi.push.model import Item, TargetName, TargetPlan
 from upi.render import MANIFEST, PUBLIC, RenderedFile
+from upi.safefs import Tree
+from upi.writer import manifest_images, previous_manifest
 
 HTTP_DIR = "http"
 DEFAULT_RELOAD: dict[TargetName, list[str]] = {
@@ -102,4 +105,22 @@ def read_render_dir(inv: Inventory, out: Path) -> tuple[list[RenderedFile], list
     extra = sorted(
         (p.relative_to(out).as_posix(), p) for p in (http.rglob("*") if http.is_dir() else [])
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(http).parts))
-    return files, extra
+    return files, extra + _tftp_images(out)
+
+
+def _tftp_images(out: Path) -> list[tuple[str, Path]]:
+    """Kernel and initramfs `upi images` staged under tftp/ (http/ ones are in the walk above).
+
+    manifest.json is hostile input: only plain paths recorded there, reached without a
+    symlink, that are regular files, are pushed.
+    """
+    images = [p for p in manifest_images(previous_manifest(out)) if p.startswith("tftp/")]
+    found = []
+    with Tree.open(out) as tree:
+        for path in sorted(images):
+            st = tree.lstat(path)
+            if st is None or not stat.S_ISREG(st.st_mode):
+                raise UsageError(f"{out / path} is recorded in {MANIFEST} by `upi images` but is "
+                                 "missing or not a regular file: run `upi images` again")
+            found.append((path, out / path))
+    return found

@@ -90,7 +90,8 @@ class WaitDisplay:
             if shown:
                 self.progress.last_message = event.message.splitlines()[0]
         if shown:
-            self._line(f"  {event.level.upper():<5} {event.message}", quiet_when_live=True)
+            self._line(f"  {event.level.upper():<5} {event.message}", quiet_when_live=True,
+                       level=event.level)
 
     def stage(self, name: str, message: str) -> None:
         """A stage started, finished, was skipped or is being retried."""
@@ -126,7 +127,7 @@ class WaitDisplay:
         """A problem that does not stop the wait."""
         with self._lock:
             self.progress.warnings.append(message)
-        self._line(f"upi: warning: {message}")
+        self._line(f"upi: warning: {message}", level="warn")
 
     def where(self) -> str:
         """The current stage in words."""
@@ -134,7 +135,9 @@ class WaitDisplay:
             return self.progress.where()
 
     # --- output ---------------------------------------------------------------
-    def _line(self, text: str, *, quiet_when_live: bool = False) -> None:
+    def _line(self, text: str, *, quiet_when_live: bool = False, level: str = "info") -> None:
+        if not shows(level):  # `upi --log-level warn` keeps only warnings (the summary still prints)
+            return
         # Printed outside the state lock: rich's refresh thread takes its own lock, then
         # ours (in _panel); holding ours while waiting for rich's would deadlock.
         with self._print_lock:

@@ -1,0 +1,121 @@
+"""Which nodes are installed: recorded next to the render (DIR/installed.json), so their PXE files boot disk.
+
+A DGX whose firmware boot order puts the network first PXE-boots at every
+reboot, the machine-config reboots included; a per-MAC file that still
+offers the RHCOS installer would wipe it every time. Once a node is
+installed (its Node registered, or an admin says so) its per-MAC file boots
+the local disk instead (pxelinux `LOCALBOOT 0`, GRUB `exit`). The record
+survives re-renders: `upi render` reads it, `--reinstall NODE` takes a node
+out. Each entry keeps the node's MAC: a node given another MAC in the
+inventory is another machine, and installs again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from upi.errors import RenderError, UpiError, UsageError
+from upi.inventory.model import Inventory
+
+RECORD = "installed.json"
+MAX_RECORD = 16 << 20
+
+
+@dataclass(frozen=True)
+class Installed:
+    """One installed node: the MAC it was installed with, when, and how upi learnt it."""
+
+    mac: str
+    since: str
+    how: str
+
+
+def load_record(out: Path) -> dict[str, Installed]:
+    """DIR/installed.json ({} when absent); unreadable or malformed is an error, never 'nothing installed'."""
+    from upi.safefs import read_named_file
+
+    path = out / RECORD
+    try:
+        raw = read_named_file(path, MAX_RECORD)
+    except FileNotFoundError:
+        return {}
+    except (OSError, UpiError) as exc:
+        raise RenderError(f"cannot read {path}: {exc}") from None
+    try:
+        doc = json.loads(raw)
+        nodes = doc["nodes"]
+        return {str(name): Installed(str(v["mac"]), str(v["since"]), str(v["how"]))
+                for name, v in nodes.items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        # Guessing "none installed" would put the installer back on every node.
+        raise RenderError(f"{path} is not upi's installed-nodes record; fix or remove it "
+                          "(removing it puts every node back to installing)") from None
+
+
+def save_record(out: Path, record: dict[str, Installed]) -> None:
+    """Write the record atomically (a crash leaves the old one or the new one)."""
+    doc: dict[str, Any] = {"nodes": {name: {"mac": i.mac, "since": i.since, "how": i.how}
+                                     for name, i in sorted(record.items())}}
+    out.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".installed-", dir=out)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(doc, fh, indent=2)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        Path(tmp).chmod(0o644)
+        Path(tmp).replace(out / RECORD)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            Path(tmp).unlink()
+        raise
+
+
+def installed_nodes(inv: Inventory, record: dict[str, Installed]) -> tuple[frozenset[str], list[str]]:
+    """The inventory's nodes the record says are installed (same MAC), and notes on entries ignored."""
+    macs = {n.name: n.mac for n in inv.nodes}
+    names, notes = set(), []
+    for name, entry in record.items():
+        if name not in macs:
+            notes.append(f"{RECORD} names {name}, which is not in the inventory: ignored")
+        elif entry.mac != macs[name]:
+            notes.append(f"{RECORD}: {name} was installed with MAC {entry.mac}, the inventory now "
+                         f"says {macs[name]}: it installs again")
+        else:
+            names.add(name)
+    return frozenset(names), notes
+
+
+def _check_names(inv: Inventory, names: Iterable[str], flag: str) -> list[str]:
+    known = {n.name for n in inv.nodes}
+    wanted = list(dict.fromkeys(names))
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise UsageError(f"{flag} {', '.join(unknown)}: not a node of {inv.source}")
+    return wanted
+
+
+def updated(inv: Inventory, record: dict[str, Installed], *, add: Iterable[str] = (),
+            remove: Iterable[str] = (), how: str = "marked by hand") -> dict[str, Installed]:
+    """The record with `add` marked installed (now, `how`) and `remove` put back to installing."""
+    add_names = _check_names(inv, add, "--installed")
+    remove_names = _check_names(inv, remove, "--reinstall")
+    both = set(add_names) & set(remove_names)
+    if both:
+        raise UsageError(f"{', '.join(sorted(both))}: both installed and to reinstall")
+    macs = {n.name: n.mac for n in inv.nodes}
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out = {k: v for k, v in record.items() if k not in remove_names}
+    for name in add_names:
+        if name not in out or out[name].mac != macs[name]:
+            out[name] = Installed(macs[name], now, how)
+    return out
