@@ -52,7 +52,10 @@ def make_inventory(directory: Path, workers: int) -> Path:
     doc = {
         "cluster": {"name": "bench", "base_domain": "example.com", "openshift_version": "4.16",
                     "pull_secret_file": "pull-secret.json", "ssh_key_file": "id_rsa.pub"},
-        "network": {"machine_cidr": str(net), "gateway": gateway},
+        # One /24 of pods per node (host_prefix): a /9 has room for 32,768 nodes, the
+        # default /14 for 512 (the pod-subnet capacity rule refuses more).
+        "network": {"machine_cidr": str(net), "gateway": gateway,
+                    "cluster_network": "10.128.0.0/9", "host_prefix": 24},
         "provisioner": {"ip": provisioner, "interface": "eno1",
                         "http_base_url": f"http://{provisioner}:8080"},
         "rhcos": {"kernel": "rhcos/kernel", "initramfs": "rhcos/initramfs.img",

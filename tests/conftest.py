@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -48,6 +49,12 @@ def example_dir(tmp_path: Path) -> Path:
     dest = tmp_path / "inventories"
     shutil.copytree(INVENTORIES, dest)
     return dest
+
+
+def table_row(output: str, *cells: str) -> bool:
+    """A row of a plain (piped) table starting with `cells`: columns are two or more spaces apart."""
+    want = list(cells)
+    return any(re.split(r"\s{2,}", line.strip())[:len(want)] == want for line in output.splitlines())
 
 
 def inventory_path(name: str) -> Path:

@@ -252,6 +252,36 @@ def test_kill_9_mid_write_is_all_or_nothing(tmp_path: Path, what: str, count: in
     assert _snapshot(out) == _snapshot(clean), "exactly the last render: nothing of the killed one left"
 
 
+@pytest.mark.parametrize("count", [1, 2, 4])
+def test_kill_9_while_moving_whole_directories_into_a_new_dir(tmp_path: Path, count: int) -> None:
+    """A first render renames each new directory whole; a kill between those renames is completed."""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-c", KILLER, str(count), "replace", "render",
+                           str(inventory_path("dgxpod")), "-o", str(out)],
+                          cwd=ROOT, capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stdout + proc.stderr
+    assert list(out.glob(".upi-staging-*")), "the killed render left its journal for the next one"
+    retry = _upi("render", str(inventory_path("dgxpod")), "-o", str(out))
+    assert retry.wait(120) == 0, retry.stdout.read() if retry.stdout else ""
+    _consistent(out)
+    clean = tmp_path / "clean"
+    assert _upi("render", str(inventory_path("dgxpod")), "-o", str(clean)).wait(120) == 0
+    assert _snapshot(out) == _snapshot(clean)
+    assert oct(os.stat(out / "tftp").st_mode & 0o7777) == oct(0o755)
+
+
+def test_a_first_render_renames_new_directories_whole(runner, tmp_path: Path, monkeypatch) -> None:
+    renamed = []
+    real = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst, **kw: (renamed.append(src), real(src, dst, **kw)))
+    out = tmp_path / "out"
+    assert _render(runner, inventory_path("dgxpod"), out).exit_code == 0
+    assert "tftp" in renamed and "dnsmasq" in renamed  # one rename each, not one per file
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert len(renamed) < len(files) / 2, renamed
+    _consistent(out)
+
+
 def test_short_writes_are_completed(runner, tmp_path: Path, monkeypatch) -> None:
     real = os.write
     calls = []

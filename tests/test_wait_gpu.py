@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import table_row
 from fake_gpu import FakeGpuCluster, SimNode
 from gpu_support import gpu_inventory, sim_nodes, start_cluster
 from wait_support import installer_log, make_assets, script, state
@@ -63,7 +64,7 @@ def test_install_goes_on_to_gpus_verified(runner, tmp_path, inventory, cluster, 
     done_at = stages.index("== install-complete: done")
     assert stages[done_at + 1:] == [f"== {s}: {m}" for s in GPU_STAGES for m in ("started", "done")]
     assert out.rstrip().endswith("GPUs verified on every GPU node")
-    assert "│ worker-0 │ pci-10de.present │ NVIDIA-H100-80GB-HBM3 │ 8/8" in out
+    assert table_row(out, "worker-0", "pci-10de.present", "NVIDIA-H100-80GB-HBM3", "8/8")
     assert state(assets) == {"bootstrap_complete", "install_complete"}
     # The same steps as `upi gpu`: the GPU Operator's InstallPlan approved, the ClusterPolicy ready.
     assert len(cluster.approved_plans) == 2

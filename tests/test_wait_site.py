@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from bootvms_support import node_uri, require_libvirt, shut_off
-from conftest import require
+from conftest import require, table_row
 from csr_cases import client
 from fake_kube import FakeKube
 from pushkit import Site, Sshd, make_site, start_sshd
@@ -124,7 +124,7 @@ def test_full_run_approves_csrs_restarts_vms_and_retires_the_bootstrap(
     assert (f"  HAProxy without bootstrap: root@127.0.0.1:{sshd.port}:{site.root}/etc/haproxy/"
             "haproxy.cfg (new), passed `haproxy -c`") in out
     assert site.reload_log() == ["haproxy"]
-    assert "│ worker-0 │ -     │ Ready │" in out
+    assert table_row(out, "worker-0", "-", "Ready")
     assert state(assets) == ALL_STAGES
 
 

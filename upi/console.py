@@ -112,7 +112,14 @@ def reset_output() -> None:
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """A table on stdout (rich, imported only when a table is printed)."""
+    """A table on stdout: drawn by rich on a terminal, aligned plain text into a pipe or file.
+
+    Piped output goes to grep, awk or a file: columns without box drawing,
+    and no rich import or layout pass (seconds for 5,000 rows).
+    """
+    if not sys.stdout.isatty():
+        _plain_table(title, columns, rows)
+        return
     from rich.console import Console
     from rich.table import Table
 
@@ -121,9 +128,22 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
         table.add_column(plain(col))
     for row in rows:
         table.add_row(*(plain(c) for c in row))
-    # Piped output is read by people too: do not squeeze it to 80 columns.
-    width = None if sys.stdout.isatty() else 200
-    Console(soft_wrap=False, width=width).print(table)
+    Console(soft_wrap=False).print(table)
+
+
+def _plain_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Header and rows, columns two spaces apart, padded to the widest cell (as `column -t`)."""
+    cells = [[printable(c) for c in columns]]
+    for row in rows:
+        texts = [str(c) for c in row]
+        joined = "".join(texts)  # one scan per row: escaping cell by cell is rarely needed
+        if "\n" in joined or _UNPRINTABLE.search(joined):
+            texts = [printable(t).replace("\n", " ") for t in texts]
+        cells.append(texts)
+    widths = [max(len(r[i]) for r in cells if i < len(r)) for i in range(len(columns))]
+    lines = [printable(title)] if title else []
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in cells]
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def say(message: str) -> None:

@@ -14,7 +14,7 @@ from upi.facts.installconfig import install_config
 from upi.gpu.objects import render_files as gpu_files
 from upi.inventory.model import Firmware, Inventory
 from upi.selfpath import upi_command
-from upi.templating import render_template
+from upi.templating import render_each, render_template
 
 SECRET = 0o600
 PUBLIC = 0o644
@@ -84,9 +84,27 @@ def _boot(inv: Inventory, installed: frozenset[str] = frozenset()) -> list[Rende
         _file(PXELINUX_FALLBACK, render_template("tftp/pxelinux-default.j2", **_common(inv))),
         _file(GRUB_FALLBACK, render_template("tftp/grub-default.j2", **_common(inv))),
     ]
-    for e in boot_entries(inv):
-        out.append(boot_file(e, installed=e.node.name in installed))
+    # One template call per kind of file, not per node (render_each); the files are
+    # those boot_file() makes.
+    entries = boot_entries(inv)
+    texts: dict[int, str] = {}  # entry's index -> its file
+    for local in (False, True):
+        for firmware in (Firmware.bios, Firmware.uefi):
+            picked = [i for i, e in enumerate(entries)
+                      if e.firmware is firmware and (e.node.name in installed) is local]
+            name, var = _boot_template(firmware, installed=local)
+            items = [entries[i].node if local else entries[i] for i in picked]
+            texts.update(zip(picked, render_each(name, var, items), strict=True))
+    out += [_file(e.config_path, texts[i]) for i, e in enumerate(entries)]
     return out
+
+
+def _boot_template(firmware: Firmware, *, installed: bool) -> tuple[str, str]:
+    """The template of a per-MAC file and the name it knows its subject by (e, or node)."""
+    bios = firmware is Firmware.bios
+    if installed:
+        return ("tftp/pxelinux-local.j2" if bios else "tftp/grub-local.j2"), "node"
+    return ("tftp/pxelinux.cfg.j2" if bios else "tftp/grub.cfg.j2"), "e"
 
 
 def _firewall(inv: Inventory) -> list[RenderedFile]:
@@ -109,12 +127,8 @@ def _firewall(inv: Inventory) -> list[RenderedFile]:
 
 def boot_file(e: BootEntry, *, installed: bool = False) -> RenderedFile:
     """One node's per-MAC file: the RHCOS installer, or (installed) its own disk."""
-    bios = e.firmware is Firmware.bios
-    if installed:
-        name = "tftp/pxelinux-local.j2" if bios else "tftp/grub-local.j2"
-        return _file(e.config_path, render_template(name, node=e.node))
-    name = "tftp/pxelinux.cfg.j2" if bios else "tftp/grub.cfg.j2"
-    return _file(e.config_path, render_template(name, e=e))
+    name, var = _boot_template(e.firmware, installed=installed)
+    return _file(e.config_path, render_template(name, **{var: e.node if installed else e}))
 
 
 def boot_files(inv: Inventory, installed: frozenset[str] = frozenset()) -> list[RenderedFile]:

@@ -7,6 +7,7 @@ import hashlib
 import os
 import re
 import shlex
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,40 @@ def environment() -> jinja2.Environment:
     env.filters["virt_opt"] = _virt_opt
     env.filters["shquote"] = shlex.quote
     return env
+
+
+# Between two files rendered in one call: a NUL, which no value can carry (_one_line) and
+# no template holds.
+_SEPARATOR = "\x00"
+
+
+def render_each(name: str, var: str, items: Sequence[Any]) -> list[str]:
+    """`name` rendered once per item (bound to `var`), in ONE template call.
+
+    A render of 5,000 PXE files spent more on Jinja's per-call set-up (a new
+    context, the root function, the join) than on the templates themselves.
+    The files are the template's output for each item, byte for byte:
+    `{% include %}` runs the same compiled template in a loop.
+    """
+    if not items:
+        return []
+    try:
+        text = _each(name, var).render(items=items)
+    except LineBreakInValue as exc:
+        raise RenderError(f"{name}: a value would add a line to the rendered file ({exc}); "
+                          "this is a upi bug: the inventory check should have refused it") from None
+    parts = text.split(_SEPARATOR)
+    if len(parts) != len(items) + 1 or parts[-1]:  # pragma: no cover - a NUL got through
+        return [render_template(name, **{var: item}) for item in items]
+    return parts[:-1]
+
+
+@cache
+def _each(name: str, var: str) -> jinja2.Template:
+    if not var.isidentifier() or "'" in name:
+        raise ValueError(f"render_each({name!r}, {var!r})")
+    return environment().from_string(
+        f"{{% for {var} in items %}}{{% include '{name}' %}}{_SEPARATOR}{{% endfor %}}")
 
 
 def render_template(name: str, **context: Any) -> str:

@@ -292,25 +292,49 @@ def _lock(fd: int, out: Path) -> None:
             return
 
 
+@dataclass(frozen=True)
+class TreeUpdate:
+    """What a write did (or, dry run, would do): every path's change, and the diff if asked for."""
+
+    changes: list[Change]
+    diff: str | None = None
+
+
 def write_tree(out: Path, files: list[RenderedFile], *, force: bool = False) -> list[Change]:
-    """Write `files` under `out`; nothing changes unless the whole set is staged.
+    """Write `files` under `out` all-or-nothing (update_tree); each path's change."""
+    return update_tree(out, files, force=force).changes
+
+
+def update_tree(out: Path, files: list[RenderedFile], *, force: bool = False, diff: bool = False,
+                dry_run: bool = False) -> TreeUpdate:
+    """Plan once, diff if asked, and unless `dry_run` write `files` under `out`.
 
     Every file is first written into a staging dir inside `out` (same file
     system) with every write checked; the staged tree is flushed to disk
     (syncfs: a failed flush is an error), a journal listing the renames is
-    written, then each file is renamed into place, manifest.json last. A
+    written, then the files are renamed into place, manifest.json last. A
     write killed before the journal leaves DIR untouched; one killed after
-    it is completed by the next write into DIR.
+    it is completed by the next write into DIR. The plan and the diff are
+    made with DIR locked, so they describe exactly what is written.
     """
+    if dry_run:
+        tree = _open(out)
+        try:
+            changes = _plan(tree, files, manifest_files(read_manifest(tree))[0])
+            return TreeUpdate(changes, _diff(tree, files, changes) if diff else None)
+        finally:
+            if tree:
+                tree.close()
     with locked(out) as tree:
         try:
             recover(tree)
             previous = manifest_files(read_manifest(tree))[0]
+            changes = _plan(tree, files, previous)  # first: it refuses links on the way
             if not force:
                 _refuse_foreign(out, _foreign(tree, files, previous))
-            changes = _plan(tree, files, previous)
+            text = _diff(tree, files, changes) if diff else None
             if all(c.status == "unchanged" for c in changes):
-                return changes
+                return TreeUpdate(changes, text)
             name = _stage(tree, files, changes)
         except OSError as exc:
             raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc}; "
@@ -321,7 +345,7 @@ def write_tree(out: Path, files: list[RenderedFile], *, force: bool = False) -> 
             raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc} while renaming the "
                               "staged files into place; the next `upi render` into it completes "
                               "this write") from None
-    return changes
+    return TreeUpdate(changes, text)
 
 
 def _refuse_foreign(out: Path, foreign: list[str]) -> None:
@@ -372,15 +396,47 @@ def _roll_forward(tree: Tree, name: str) -> None:
         if isinstance(journal, dict):
             replace = [p for p in journal.get("replace", []) if relpath(p)]
             remove = [p for p in journal.get("remove", []) if relpath(p)]
-            for path in replace:
-                st = stage.lstat(path)
-                if st is not None and stat.S_ISREG(st.st_mode):  # else renamed before the kill
-                    stage.move_to(path, tree)
+            _move_all(stage, tree, replace)
             for path in remove:
                 st = tree.lstat(path)
                 if st is not None and not stat.S_ISDIR(st.st_mode):
                     tree.unlink(path)
     _remove_staging(tree, name)
+
+
+def _move_all(stage: Tree, tree: Tree, paths: list[str]) -> None:
+    """Rename the staged `paths` into `tree`, in order; a directory DIR lacks moves in one rename.
+
+    A first render's tftp/ of 5,000 PXE files is then one rename, not 5,000.
+    A path already gone from the stage was renamed before a kill: skipped.
+    """
+    moved: list[str] = []  # staged directories renamed whole ("tftp/")
+    absent: dict[str, bool] = {}  # directory -> missing from DIR (asked once each)
+    for path in paths:
+        if moved and path.startswith(tuple(moved)):
+            continue
+        whole = _missing_dir(stage, tree, path, absent)
+        if whole is not None:
+            stage.forget(whole)  # its open fds now point into DIR
+            stage.move_to(whole, tree)
+            moved.append(whole + "/")
+            continue
+        st = stage.lstat(path)
+        if st is not None and stat.S_ISREG(st.st_mode):  # else renamed before the kill
+            stage.move_to(path, tree)
+
+
+def _missing_dir(stage: Tree, tree: Tree, path: str, absent: dict[str, bool]) -> str | None:
+    """The outermost directory of `path` that DIR lacks and the stage holds as a real directory."""
+    parts = path.split("/")[:-1]
+    for i in range(1, len(parts) + 1):
+        rel = "/".join(parts[:i])
+        if rel not in absent:
+            absent[rel] = tree.lstat(rel) is None
+        if absent[rel]:
+            st = stage.lstat(rel)
+            return rel if st is not None and stat.S_ISDIR(st.st_mode) else None
+    return None
 
 
 def recover(tree: Tree) -> None:

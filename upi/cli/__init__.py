@@ -7,6 +7,8 @@ their commands, in the order `upi --help` lists them.
 
 from __future__ import annotations
 
+import gc
+
 from upi.cli import about, check, files, gpu, machines, metal  # noqa: F401  (they register their commands)
 from upi.cli.base import UpiGroup, adopt, app
 
@@ -17,4 +19,10 @@ __all__ = ["UpiGroup", "app", "main"]
 
 def main() -> None:
     """Console-script entry point."""
+    # A short-lived process allocating millions of objects (a 5,000-node
+    # render) spent a sixth of its time in the default collector (700
+    # allocations a pass, 580 passes): what was imported is never garbage,
+    # and passes are made 70x rarer. Long-running commands still collect.
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
     app(prog_name="upi")

@@ -19,7 +19,7 @@ TABLE_ROWS = 40
 )
 def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
     """Check the inventory and print a summary of the cluster it describes."""
-    from upi.commands.render import summary
+    from upi.commands.validate import summary
     from upi.inventory import load_inventory
 
     doc = summary(load_inventory(inventory))

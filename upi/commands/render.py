@@ -1,4 +1,4 @@
-"""`upi validate`, `upi render` and `upi schema`: the library calls behind them."""
+"""`upi render` and `upi schema`: the library calls behind them (validate: validate.py)."""
 
 from __future__ import annotations
 
@@ -7,49 +7,15 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from upi.bootloaders import kept_bootloaders, stage_bootloaders
 from upi.installed import installed_nodes, load_record, save_record, updated
-from upi.inventory import Inventory, load_inventory
+from upi.inventory import load_inventory
 from upi.inventory.rules import warnings
 from upi.render import RenderedFile, render_inventory
-from upi.writer import (
-    Change,
-    manifest_files,
-    manifest_images,
-    plan,
-    previous_files,
-    previous_manifest,
-    unified_diff,
-    write_tree,
-)
+from upi.writer import Change, manifest_files, manifest_images, previous_manifest, update_tree
 
 log = logging.getLogger(__name__)
-
-
-def summary(inv: Inventory) -> dict[str, Any]:
-    """What `upi validate` reports: the cluster and every node with its defaults applied."""
-    return {
-        "cluster": inv.cluster.domain,
-        "openshift_version": inv.cluster.openshift_version,
-        "network_type": inv.network_type.value,
-        "topology": "compact" if inv.compact else "standard",
-        "nodes": [
-            {
-                "name": n.name,
-                "role": n.role.value,
-                "machine": n.machine_kind.value,
-                "firmware": n.boot_firmware.value,
-                "mac": n.mac,
-                "ip": str(n.ip),
-                "install_disk": n.disk,
-                "gpu": n.gpu,
-            }
-            for n in inv.nodes
-        ],
-        "warnings": warnings(inv),
-    }
 
 
 @dataclass(frozen=True)
@@ -77,34 +43,33 @@ def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = Fals
     record is updated) get per-MAC files that boot their disk.
     """
     inv = load_inventory(inventory)
-    extra = stage_bootloaders() if bootloaders else kept_bootloaders(out, previous_files(out))
+    last = previous_manifest(out)  # read once here; the write reads it again under the lock
+    kept, refused = manifest_files(last)
+    extra = stage_bootloaders() if bootloaders else kept_bootloaders(out, kept)
     before = load_record(out)
     record = updated(inv, before, add=installed, remove=reinstall, how=how)
     done, record_notes = installed_nodes(inv, record)
     # RHCOS files staged by `upi images` stay, recorded as they were (not re-read: they are large).
-    images = manifest_images(previous_manifest(out))
+    images = manifest_images(last)
     files: list[RenderedFile] = render_inventory(inv, extra, retire_bootstrap=retire_bootstrap,
                                                  installed=done, images=images)
-    changes = plan(out, files)
-    for change in changes:
-        log.debug("%s: %s", change.path, change.status)
-    text = unified_diff(out, files, changes) if diff else None
     notes = warnings(inv)  # the inventory's own (validate prints them too)
-    refused = manifest_files(previous_manifest(out))[1]
     if refused:
         notes.append(f"{out}/manifest.json names {len(refused)} path(s) outside it or unsafe "
                      f"({', '.join(refused[:3])}): ignored, nothing there is read or deleted")
-    if not retire_bootstrap and previous_manifest(out).get("bootstrap_retired"):
+    if not retire_bootstrap and last.get("bootstrap_retired"):
         notes.append(f"the last render of {out} had the bootstrap retired (upi wait); this one puts "
                      f"{inv.bootstrap.name} back into HAProxy's API pools: pass --retire-bootstrap "
                      "to keep it out")
     notes += record_notes
-    if dry_run:
-        return RenderResult(out, changes, text, written=False, warnings=notes, installed=done)
-    changes = write_tree(out, files, force=force)
-    if record != before:  # after the files: a failed write leaves the old record with the old files
+    # The plan (and diff) is made once, by the write itself, with DIR locked.
+    update = update_tree(out, files, force=force, diff=diff, dry_run=dry_run)
+    for change in update.changes:
+        log.debug("%s: %s", change.path, change.status)
+    if not dry_run and record != before:  # after the files: a failed write keeps the old record
         save_record(out, record)
-    return RenderResult(out, changes, text, written=True, warnings=notes, installed=done)
+    return RenderResult(out, update.changes, update.diff, written=not dry_run, warnings=notes,
+                        installed=done)
 
 
 def schema() -> str:

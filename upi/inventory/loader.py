@@ -12,10 +12,12 @@ from pydantic import ValidationError
 from yaml.constructor import ConstructorError
 
 from upi.errors import InventoryError, Problem
+from upi.inventory import fastyaml
 from upi.inventory.model import Inventory
-from upi.inventory.quoting import unquoted_versions
+from upi.inventory.quoting import VERSION_KEYS, unquoted_versions
 from upi.inventory.rules import check_rules
 from upi.inventory.yamlbounds import check_depth, check_graph, needs_graph_check
+from upi.safefs import UnreadableFile, read_named_text
 
 log = logging.getLogger(__name__)
 
@@ -78,16 +80,16 @@ class _Lines:
     valid 5,000-node inventory never pays for it.
     """
 
-    def __init__(self, root: yaml.Node | None = None) -> None:
+    def __init__(self, root: yaml.Node | Callable[[], yaml.Node] | None = None) -> None:
         self.lines: dict[Loc, int] = {}
         self.duplicates: list[tuple[Loc, int]] = []
-        self._root = root
+        self._root = root  # or how to compose it: the fast path keeps no node tree
         self.unquoted: list[tuple[Loc, str]] = []  # versions YAML read as numbers
 
     def _ensure(self) -> None:
         if self._root is not None:
             root, self._root = self._root, None
-            self.walk(root)
+            self.walk(root() if callable(root) else root)
 
     def walk(self, node: yaml.Node, loc: Loc = (), seen_nodes: set[int] | None = None) -> None:
         """Lines under `node`; an alias (a node met before) is not walked again.
@@ -124,8 +126,41 @@ class _Lines:
         return None
 
 
+def _compose(text: str) -> yaml.Node:
+    loader = _SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+    finally:
+        loader.dispose()
+    assert root is not None  # noqa: S101 - the fast path loaded a document from this text
+    return root
+
+
+def _fast(text: str) -> tuple[Any, _Lines] | None:
+    """A plain inventory from libyaml's events (fastyaml.py); None: take the full path."""
+    if needs_graph_check(text):
+        return None
+    loader = _SafeLoader(text)
+    try:
+        data = fastyaml.load(loader)
+    except fastyaml.Unusual:
+        return None
+    finally:
+        loader.dispose()
+    for loc in VERSION_KEYS:  # a version written as a number: the full path reads its raw text
+        value: Any = data
+        for part in loc:
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None and not isinstance(value, str):
+            return None
+    return data, _Lines(lambda: _compose(text))
+
+
 def _parse(text: str, name: str) -> tuple[Any, _Lines]:
     check_depth(text, name)
+    fast = _fast(text)
+    if fast is not None:
+        return fast
     try:
         loader = _SafeLoader(text)
         try:
@@ -208,6 +243,9 @@ def parse_inventory(text: str, path: Path, *, check_files: bool = True,
     return inv
 
 
+INVENTORY_LIMIT = 16 << 20
+
+
 def load_inventory(path: str | Path, *, check_files: bool = True,
                    extra_rules: Sequence[Rule] = ()) -> Inventory:
     """Read and validate an inventory file; raises InventoryError listing every problem.
@@ -217,11 +255,11 @@ def load_inventory(path: str | Path, *, check_files: bool = True,
     `extra_rules` add located checks of their own (power: the BMC credentials).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InventoryError([Problem(str(path), None, "", "no such inventory file")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    if not path.exists():
+        raise InventoryError([Problem(str(path), None, "", "no such inventory file")])
+    try:  # a FIFO or /dev/zero named as the inventory must not hang upi
+        text = read_named_text(path, INVENTORY_LIMIT)
+    except UnreadableFile as exc:
         raise InventoryError([Problem(str(path), None, "", f"cannot read the inventory: {exc}")]) from None
     inv = parse_inventory(text, path, check_files=check_files, extra_rules=extra_rules)
     log.debug("read the inventory %s: cluster %s, %d nodes", path, inv.cluster.domain, len(inv.nodes))
