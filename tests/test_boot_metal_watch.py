@@ -9,27 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import require
 from fake_kube import FakeKube
-from pushkit import Site, make_site
-from redfish_support import AmiFake, Tls, make_tls, write_credentials
+from pushkit import Site
+from redfish_support import AmiFake, Tls, pushed_site_with_bmc, write_credentials
 from typer.testing import CliRunner
 
 from upi.cli import app
 
 W0_GRUB = "grub.cfg-01-b8-ce-f6-10-33-44"
-
-
-@pytest.fixture
-def tls(tmp_path: Path) -> Tls:
-    return make_tls(tmp_path / "tls")
-
-
-@pytest.fixture
-def ami(tls: Tls) -> Iterator[AmiFake]:
-    fake = AmiFake(tls)
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture
@@ -40,16 +27,7 @@ def kube(tmp_path: Path) -> Iterator[FakeKube]:
 
 
 def _site(runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake) -> Site:
-    require("dnsmasq")
-    require("haproxy")
-    site = make_site(tmp_path, example_dir, runner, {"local": True})
-    creds = write_credentials(example_dir / "bmc-admin.yaml")
-    site.inventory.write_text(site.inventory.read_text().replace(
-        "  mac: b8:ce:f6:10:33:44\n",
-        f"  mac: b8:ce:f6:10:33:44\n  bmc: {{address: '{ami.url}', credentials_file: {creds.name}, "
-        f"verify_tls: '{tls.ca_file}', timeout: 5.0}}\n"))
-    assert runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out)]).exit_code == 0
-    return site
+    return pushed_site_with_bmc(runner, tmp_path, example_dir, tls, ami)  # type: ignore[no-any-return]
 
 
 def test_watch_follows_the_node_until_it_joins_and_flips_its_pxe_file(
