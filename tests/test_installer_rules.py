@@ -162,6 +162,18 @@ CASES = [
          "  upstream_dns: [10.33.0.10]\n  network_type: OpenShiftSDN\n", "network_type",
          "network.network_type", "networkType OpenShiftSDN is not supported, please use OVNKubernetes",
          base="dgxpod"),
+    Case("cluster-network-over-machine-network", "  upstream_dns:", "  cluster_network: 192.168.0.0/16\n"
+         "  upstream_dns:", "cluster_network", "network.cluster_network",
+         "cluster network must not overlap with any of the machine networks"),
+    Case("service-network-over-machine-network", "  upstream_dns:", "  service_network: 192.168.122.0/25\n"
+         "  upstream_dns:", "service_network", "network.service_network",
+         "service network must not overlap with any of the machine networks"),
+    Case("cluster-network-over-service-network", "  upstream_dns:", "  cluster_network: 172.16.0.0/12\n"
+         "  service_network: 172.30.0.0/16\n  upstream_dns:", "service_network", "network.service_network",
+         "cluster network must not overlap with service network 0"),
+    Case("host-prefix-below-the-cluster-prefix", "  upstream_dns:", "  host_prefix: 12\n  upstream_dns:",
+         "host_prefix", "network.host_prefix",
+         "cluster network host subnetwork prefix must not be larger size than CIDR 10.128.0.0/14"),
     Case("cluster-network-host-bits", "  upstream_dns:", "  cluster_network: 10.129.0.0/14\n"
          "  upstream_dns:", "cluster_network", "network.cluster_network",
          "invalid network address. got 10.129.0.0/14, expecting 10.128.0.0/14",

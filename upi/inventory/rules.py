@@ -28,6 +28,12 @@ OVN_INTERNAL = (
     ("internal", ipaddress.IPv4Network("100.64.0.0/16")),  # the join switch
     ("transit", ipaddress.IPv4Network("100.88.0.0/16")),
 )
+# The installer's words when two of its networks overlap (pkg/types/validation).
+OVERLAP_REASONS = {
+    ("machine_cidr", "cluster_network"): "cluster network must not overlap with any of the machine networks",
+    ("machine_cidr", "service_network"): "service network must not overlap with any of the machine networks",
+    ("cluster_network", "service_network"): "cluster network must not overlap with service network 0",
+}
 # Files the inventory names are read whole: none of them is anywhere near this.
 MAX_NAMED_FILE = 4 << 20
 # Names the cluster's own DNS records use: a node may not take them.
@@ -136,11 +142,16 @@ def _networks(inv: Inventory) -> Iterator[Finding]:
     for i, (a_name, a) in enumerate(named):
         for b_name, b in named[i + 1:]:
             if a.overlaps(b):
-                yield ("network", b_name), f"{b} overlaps {a_name} {a}"
+                yield ("network", b_name), (
+                    f"{b} overlaps {a_name} {a} (openshift-install: {OVERLAP_REASONS[a_name, b_name]})"
+                )
     if n.host_prefix < n.cluster_network.prefixlen or n.host_prefix > 30:
+        smaller = n.host_prefix < n.cluster_network.prefixlen
         yield ("network", "host_prefix"), (
             f"/{n.host_prefix} must be between the cluster_network prefix "
             f"/{n.cluster_network.prefixlen} and /30"
+            + (" (openshift-install: cluster network host subnetwork prefix must not be larger size "
+               f"than CIDR {n.cluster_network})" if smaller else "")
         )
     else:
         # Every node but the bootstrap takes one /host_prefix out of cluster_network.
@@ -219,6 +230,20 @@ def _files(inv: Inventory) -> Iterator[Finding]:
         else:
             yield from trust_bundle(inv, text)
     yield from bmc_files(inv)
+    yield from _ssh_files(inv)
+
+
+def _ssh_files(inv: Inventory) -> Iterator[Finding]:
+    """`push` hands identity_file to paramiko: a plain file (a FIFO would hang it).
+
+    known_hosts is checked where it is parsed (remote.hostkeys.load_known_hosts).
+    """
+    for section in ("provisioner", "load_balancer"):
+        ssh = getattr(inv, section).ssh
+        if ssh and ssh.identity_file and not ssh.local:
+            text, why = _read(inv, ssh.identity_file)
+            if text is None:
+                yield (section, "ssh", "identity_file"), why
 
 
 def _bmcs(inv: Inventory) -> Iterator[Finding]:
