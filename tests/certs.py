@@ -49,8 +49,9 @@ def make_ca(cn: str) -> Issued:
     return Issued(key, cert, cert.public_bytes(serialization.Encoding.PEM), _pem_key(key))
 
 
-def issue(ca: Issued, cn: str, *, server: bool = False, org: str | None = None) -> Issued:
-    """A leaf certificate: a server one for 127.0.0.1/localhost, or a client one."""
+def issue(ca: Issued, cn: str, *, server: bool = False, org: str | None = None,
+          dns: tuple[str, ...] = ()) -> Issued:
+    """A leaf certificate: a server one for 127.0.0.1/localhost (and `dns`), or a client one."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
     usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
@@ -61,7 +62,8 @@ def issue(ca: Issued, cn: str, *, server: bool = False, org: str | None = None) 
                .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
     if server:
         builder = builder.add_extension(x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            [x509.DNSName("localhost"), *map(x509.DNSName, dns),
+             x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
             critical=False)
     cert = builder.sign(ca.key, hashes.SHA256())
     return Issued(key, cert, cert.public_bytes(serialization.Encoding.PEM), _pem_key(key))

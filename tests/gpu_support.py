@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from conftest import inventory_path
 from fake_gpu import FakeGpuCluster, SimNode
@@ -29,6 +31,16 @@ def start_cluster(tmp_path: Path, nodes: list[SimNode] | None = None, **kw: obje
     return FakeGpuCluster(tmp_path / "kube", nodes or sim_nodes(), **kw).start()  # type: ignore[arg-type]
 
 
+def clean_cluster(tmp_path: Path, nodes: list[SimNode] | None = None) -> Iterator[FakeGpuCluster]:
+    """A fixture body: a started fake GPU cluster, stopped after the test, which must have
+    rejected nothing against the real CRD schemas and seen no controller error."""
+    fake = start_cluster(tmp_path, nodes)
+    yield fake
+    fake.stop()
+    assert fake.api.schema_violations == []
+    assert fake.api.controller_errors == []
+
+
 def gpu_args(inv: Path, cluster: FakeGpuCluster, *extra: str, timeout: str = "0.5") -> list[str]:
     return [
         "gpu",
@@ -41,3 +53,15 @@ def gpu_args(inv: Path, cluster: FakeGpuCluster, *extra: str, timeout: str = "0.
         timeout,
         *extra,
     ]
+
+
+def gpu_once(runner: Any, tmp_path: Path, nodes: list[SimNode] | None, inv: Path, *extra: str,
+             timeout: str = "0.5") -> tuple[FakeGpuCluster, Any]:
+    """`upi gpu INV EXTRA...` once against a fresh fake cluster of `nodes`, stopped afterwards."""
+    from upi.cli import app
+
+    fake = start_cluster(tmp_path, nodes)
+    try:
+        return fake, runner.invoke(app, gpu_args(inv, fake, *extra, timeout=timeout))
+    finally:
+        fake.stop()

@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,8 +48,12 @@ class Sshd:
         return f"[127.0.0.1]:{self.port} {pub or self.host_pub}\n"
 
 
-def start_sshd(root: Path) -> Sshd:
-    """sshd -D on 127.0.0.1:<free port>, key login as the current user, a clean HOME."""
+def start_sshd(root: Path, preexec: Callable[[], None] | None = None) -> Sshd:
+    """sshd -D on 127.0.0.1:<free port>, key login as the current user, a clean HOME.
+
+    `preexec` runs in the sshd process before exec (a umask, a resource limit):
+    every session on that "host" inherits it.
+    """
     sshd = require("sshd")
     root.mkdir(parents=True, exist_ok=True)
     (root / "home").mkdir()
@@ -64,7 +69,7 @@ def start_sshd(root: Path) -> Sshd:
         f"AuthorizedKeysFile {root}/authorized_keys\nStrictModes no\nUsePAM no\n"
         f"Subsystem sftp internal-sftp\nSetEnv HOME={root}/home\n")
     proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(root / "sshd_config")],
-                            stderr=(root / "sshd.log").open("wb"))
+                            stderr=(root / "sshd.log").open("wb"), preexec_fn=preexec)
     for _ in range(500):  # readiness, not a timing assertion
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()

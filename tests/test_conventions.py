@@ -68,6 +68,16 @@ def test_every_option_shows_its_default(runner, path, cmd) -> None:
         assert "default" in text.lower(), f"upi {' '.join(path)} {param.opts[0]}: no default shown: {text}"
 
 
+TIME_WORDS = re.compile(r"timeout|deadline|poll|pause|interval|wait-for|delay")
+
+
+@pytest.mark.parametrize(("path", "cmd"), LEAVES, ids=_ids(LEAVES))
+def test_every_time_option_takes_a_duration(path, cmd) -> None:
+    for param in cmd.params:
+        if param.param_type_name == "option" and not param.is_flag and TIME_WORDS.search(param.opts[0]):
+            assert param.metavar == "DURATION", f"upi {' '.join(path)} {param.opts[0]}: use duration_option"
+
+
 def test_the_commands_with_json_are_the_ones_scripts_need() -> None:
     names = {" ".join(p) for p, _ in JSON_COMMANDS}
     assert {"validate", "push", "check dns", "check all", "boot-vms", "approve-csr", "wait", "gpu",

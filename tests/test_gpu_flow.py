@@ -14,18 +14,14 @@ from pathlib import Path
 
 import pytest
 from fake_gpu import DRIVER_LOAD_FAIL, FakeGpuCluster, SimNode
-from gpu_support import gpu_args, gpu_inventory, sim_nodes, start_cluster
+from gpu_support import clean_cluster, gpu_args, gpu_inventory, gpu_once, sim_nodes
 
 from upi.cli import app
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[FakeGpuCluster]:
-    fake = start_cluster(tmp_path)
-    yield fake
-    fake.stop()
-    assert fake.api.schema_violations == []
-    assert fake.api.controller_errors == []
+    yield from clean_cluster(tmp_path)
 
 
 def test_installs_and_verifies_every_gpu_node(runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
@@ -140,11 +136,7 @@ def test_csv_never_succeeding_times_out_naming_it(runner, tmp_path: Path, cluste
 def test_node_without_the_label_fails_verification(runner, tmp_path: Path) -> None:
     nodes = sim_nodes()
     nodes[4] = SimNode("worker-1", 0)  # the DGX's GPUs are not seen on PCI
-    fake = start_cluster(tmp_path, nodes)
-    try:
-        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake))
-    finally:
-        fake.stop()
+    fake, result = gpu_once(runner, tmp_path, nodes, gpu_inventory(tmp_path))
     assert result.exit_code == 1
     assert "GPU step 'verify nodes' failed at Node worker-1: no NVIDIA PCI label" in result.output
     assert fake.api.schema_violations == []
@@ -153,11 +145,7 @@ def test_node_without_the_label_fails_verification(runner, tmp_path: Path) -> No
 def test_allocatable_7_of_8_fails(runner, tmp_path: Path) -> None:
     nodes = sim_nodes()
     nodes[3] = SimNode("worker-0", 8, allocatable_gpus=7)
-    fake = start_cluster(tmp_path, nodes)
-    try:
-        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake, "--json"))
-    finally:
-        fake.stop()
+    fake, result = gpu_once(runner, tmp_path, nodes, gpu_inventory(tmp_path), "--json")
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     row = next(n for n in doc["nodes"] if n["node"] == "worker-0")
@@ -172,11 +160,7 @@ def test_validation_pod_failing_shows_its_log(runner, tmp_path: Path) -> None:
         8,
         validation_fails="Failed to allocate device vector A\nCUDA error: system not yet initialized\n",
     )
-    fake = start_cluster(tmp_path, nodes)
-    try:
-        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake))
-    finally:
-        fake.stop()
+    fake, result = gpu_once(runner, tmp_path, nodes, gpu_inventory(tmp_path))
     assert result.exit_code == 1
     assert "failed at Node worker-1: validation pod upi-gpu-validate-worker-1-" in result.output
     assert "  CUDA error: system not yet initialized" in result.output
@@ -186,11 +170,7 @@ def test_validation_pod_failing_shows_its_log(runner, tmp_path: Path) -> None:
 def test_secure_boot_blocks_the_driver_and_the_diagnosis_says_so(runner, tmp_path: Path) -> None:
     nodes = sim_nodes()
     nodes[3] = SimNode("worker-0", 8, secure_boot=True)
-    fake = start_cluster(tmp_path, nodes)
-    try:
-        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake, timeout="0.05"))
-    finally:
-        fake.stop()
+    fake, result = gpu_once(runner, tmp_path, nodes, gpu_inventory(tmp_path), timeout="0.05")
     assert result.exit_code == 1
     assert "GPU step 'wait for ClusterPolicy ready' failed at Pod nvidia-gpu-operator/" in result.output
     assert "likely cause: Secure Boot is on" in result.output

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fake_gpu import MARKETPLACE, OLM, REGISTRY_STALL, FakeGpuCluster, SimNode
-from gpu_support import gpu_args, gpu_inventory, sim_nodes, start_cluster
+from gpu_support import clean_cluster, gpu_args, gpu_inventory, gpu_once, sim_nodes, start_cluster
 
 from upi.cli import app
 
@@ -23,11 +23,7 @@ WRITES = ("PATCH", "POST", "PUT", "DELETE")
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[FakeGpuCluster]:
-    fake = start_cluster(tmp_path)
-    yield fake
-    fake.stop()
-    assert fake.api.schema_violations == []
-    assert fake.api.controller_errors == []
+    yield from clean_cluster(tmp_path)
 
 
 def _writes(cluster: FakeGpuCluster) -> list[tuple[str, str, str]]:
@@ -114,11 +110,7 @@ def test_registry_without_storage_is_fine_before_4_15(runner, tmp_path: Path) ->
 ])
 def test_a_gpu_node_missing_or_not_ready_fails_preflight(runner, tmp_path: Path, nodes: list[SimNode],
                                                           seen: str) -> None:
-    fake = start_cluster(tmp_path, nodes)
-    try:
-        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake))
-    finally:
-        fake.stop()
+    fake, result = gpu_once(runner, tmp_path, nodes, gpu_inventory(tmp_path))
     assert result.exit_code == 1
     assert f"GPU step 'pre-flight' failed at GPU nodes Ready: {seen}" in result.stderr
     assert "fix: join and approve the node first: upi approve-csr INVENTORY --once" in result.stderr
@@ -203,11 +195,7 @@ def test_the_driver_pods_log_decides_the_diagnosis(runner, tmp_path: Path, log: 
                                                    cause: str) -> None:
     nodes = sim_nodes()
     nodes[4] = SimNode("worker-1", 8, driver_log=log)
-    fake = start_cluster(tmp_path, nodes)
-    try:
-        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake, "--json", timeout="0.05"))
-    finally:
-        fake.stop()
+    fake, result = gpu_once(runner, tmp_path, nodes, gpu_inventory(tmp_path), "--json", timeout="0.05")
     assert result.exit_code == 1
     diagnosis = json.loads(result.stdout)["diagnosis"]
     assert diagnosis["step"] == "wait for ClusterPolicy ready"
@@ -281,11 +269,7 @@ def test_a_validation_pod_that_never_finishes_times_out_and_is_deleted(
     monkeypatch.setattr(upi.gpu.verify, "POD_LIMIT", 0.0)  # wait only the settle time (30 polls)
     nodes = sim_nodes()
     nodes[3] = SimNode("worker-0", 8, validation_hangs=True)
-    fake = start_cluster(tmp_path, nodes)
-    try:
-        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake, "--json"))
-    finally:
-        fake.stop()
+    fake, result = gpu_once(runner, tmp_path, nodes, gpu_inventory(tmp_path), "--json")
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
     rows = {n["node"]: n for n in doc["nodes"]}
@@ -300,11 +284,7 @@ def test_a_validation_pod_that_never_finishes_times_out_and_is_deleted(
 def test_an_override_the_real_schema_lacks_is_refused_by_the_server_and_named(
         runner, tmp_path: Path) -> None:
     inv = gpu_inventory(tmp_path, "gpu:\n  cluster_policy: {driver.no_such_field: true}\n")
-    fake = start_cluster(tmp_path)
-    try:
-        result = runner.invoke(app, gpu_args(inv, fake))
-    finally:
-        fake.stop()
+    fake, result = gpu_once(runner, tmp_path, None, inv)
     assert result.exit_code == 1, result.output
     assert "== operands: failed" in result.stdout
     assert ("GPU step 'operands' failed at the API server: apply ClusterPolicy gpu-cluster-policy: "
@@ -379,3 +359,13 @@ def test_a_cluster_policy_with_an_empty_spec_is_refused_by_the_real_schema() -> 
                             "metadata": {"name": "gpu-cluster-policy"}, "spec": {}})
     assert "spec: 'driver' is a required property" in errors
     assert "spec: 'operator' is a required property" in errors
+
+
+def test_an_inventory_without_gpu_nodes_is_bad_input(runner, tmp_path: Path,
+                                                     cluster: FakeGpuCluster) -> None:
+    inv = gpu_inventory(tmp_path)
+    inv.write_text(inv.read_text().replace("gpu: true, gpus: 8", "gpu: false"))
+    result = runner.invoke(app, gpu_args(inv, cluster))
+    assert result.exit_code == 2
+    assert result.stderr == f"upi: error: {inv} marks no node gpu: true; upi gpu has nothing to set up\n"
+    assert cluster.api.requests == []

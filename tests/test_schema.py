@@ -76,6 +76,14 @@ def test_every_key_has_a_description(schema: dict[str, Any]) -> None:
     assert schema["$defs"]["Node"]["description"].startswith("One cluster machine")
 
 
+def test_every_optional_key_shows_its_default(schema: dict[str, Any]) -> None:
+    objects = [("Inventory", schema), *schema["$defs"].items()]
+    missing = [f"{name}.{key}" for name, obj in objects for key, prop in obj.get("properties", {}).items()
+               if key not in obj.get("required", []) and "default" not in prop]
+    assert missing == []
+    assert schema["$defs"]["Node"]["properties"]["kernel_args"]["default"] == []
+
+
 def test_enums_defaults_and_patterns_reach_the_editor(schema: dict[str, Any]) -> None:
     defs = schema["$defs"]
     assert defs["Role"]["enum"] == ["bootstrap", "master", "worker"]

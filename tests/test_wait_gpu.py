@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import table_row
 from fake_gpu import FakeGpuCluster, SimNode
-from gpu_support import gpu_inventory, sim_nodes, start_cluster
+from gpu_support import clean_cluster, gpu_inventory, sim_nodes
 from wait_support import installer_log, make_assets, script, state
 
 from upi.cli import app
@@ -29,17 +29,9 @@ def inventory(example_dir: Path) -> Path:
     return gpu_inventory(example_dir)  # next to the pull secret and SSH key it names
 
 
-def _cluster(tmp_path: Path, nodes: list[SimNode] | None = None) -> Iterator[FakeGpuCluster]:
-    fake = start_cluster(tmp_path, nodes)
-    yield fake
-    fake.stop()
-    assert fake.api.schema_violations == []
-    assert fake.api.controller_errors == []
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[FakeGpuCluster]:
-    yield from _cluster(tmp_path)
+    yield from clean_cluster(tmp_path)
 
 
 def wait_gpu(runner, inventory: Path, assets: Path, cluster: FakeGpuCluster, *extra: str):
@@ -98,7 +90,7 @@ def test_a_gpu_failure_after_the_install_exits_1_with_the_diagnosis(runner, tmp_
     nodes[4] = SimNode("worker-1", 8, allocatable_gpus=7)
     script(monkeypatch, tmp_path)
     assets = make_assets(runner, inventory, tmp_path)
-    for fake in _cluster(tmp_path, nodes):
+    for fake in clean_cluster(tmp_path, nodes):
         result = wait_gpu(runner, inventory, assets, fake, "--json")
     assert result.exit_code == 1, result.output
     assert state(assets) == {"bootstrap_complete", "install_complete"}  # the install itself is kept

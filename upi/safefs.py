@@ -262,20 +262,46 @@ class Tree:
                 os.close(self._dirs.pop(key))
 
     def walk(self, rel: str = "") -> list[tuple[str, os.stat_result]]:
-        """Every non-directory entry below `rel` (links included, never followed)."""
+        """Every non-directory entry below `rel` (links included, never followed).
+
+        A tree nested deeper than MAX_COMPONENTS is refused (UnsafePath), not
+        walked until the stack or the file descriptors run out.
+        """
         dfd = self.dir_fd(rel)
         if dfd is None:
             return []
         found: list[tuple[str, os.stat_result]] = []
+        self._walk(dfd, rel, rel.count("/") + bool(rel), found)
+        return found
+
+    def _walk(self, dfd: int, rel: str, depth: int, found: list[tuple[str, os.stat_result]]) -> None:
+        if depth >= MAX_COMPONENTS:
+            raise self._refuse(rel, f"nested more than {MAX_COMPONENTS} directories deep")
         with os.scandir(dfd) as entries:
             names = [(e.name, e.stat(follow_symlinks=False)) for e in entries]
-        for name, st in names:
+        for name, st in sorted(names):
             child = f"{rel}/{name}" if rel else name
-            if stat.S_ISDIR(st.st_mode):
-                found.extend(self.walk(child))
-            else:
+            if not stat.S_ISDIR(st.st_mode):
                 found.append((child, st))
-        return found
+                continue
+            try:
+                cfd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+            except OSError as exc:  # replaced by a link or a file since the scan
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                    raise
+                found.append((child, os.stat(name, dir_fd=dfd, follow_symlinks=False)))
+                continue
+            try:
+                self._walk(cfd, child, depth + 1, found)
+            finally:
+                os.close(cfd)
+
+    def parent_of(self, rel: str) -> tuple[int, str]:
+        """The open directory holding `rel`, and its last component (UnsafePath on the way)."""
+        dfd, name = self._split(rel)
+        if dfd is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(self.root / rel))
+        return dfd, name
 
 
 class _NotRegular(Exception):
@@ -312,7 +338,10 @@ class UnreadableFile(UpiError):
     exit_code = 2
 
 
-def read_named_file(path: Path, limit: int) -> bytes:
+NAMED_FILE_LIMIT = 4 << 20  # a pull secret, public key, CA bundle or known_hosts
+
+
+def read_named_file(path: Path, limit: int = NAMED_FILE_LIMIT) -> bytes:
     """A file the inventory names: a regular file of at most `limit` bytes, read without hanging.
 
     FIFOs, devices, sockets and directories are refused (UnreadableFile) before
@@ -335,3 +364,13 @@ def read_named_file(path: Path, limit: int) -> bytes:
         return data
     finally:
         os.close(fd)
+
+
+def read_named_text(path: Path, limit: int = NAMED_FILE_LIMIT) -> str:
+    """read_named_file as UTF-8 text; any failure is UnreadableFile (its message names `path`)."""
+    try:
+        return read_named_file(path, limit).decode("utf-8")
+    except OSError as exc:
+        raise UnreadableFile(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UnreadableFile(f"{shown(path)} is not UTF-8 text (byte {exc.start})") from None

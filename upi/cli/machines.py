@@ -152,6 +152,9 @@ def wait(
         "--no-approve", help="Do not approve node CSRs (something else does).")] = False,
     no_vms: Annotated[bool, typer.Option(
         "--no-vms", help="Do not restart VMs that power off after their install.")] = False,
+    no_metal: Annotated[bool, typer.Option(
+        "--no-metal", help="Do not network-boot bare-metal workers over Redfish once the machine "
+        "config server answers, nor flip their PXE files to local boot as they join.")] = False,
     deadline: Annotated[float | None, duration_option(
         "--deadline", unit="m", default=None,
         help="Retry timeouts until this long after the start (default: the installer's "
@@ -197,7 +200,7 @@ def wait(
 
     req = WaitRequest(inventory, assets, render_dir=render_dir, kubeconfig=kubeconfig, connect=connect,
                       keep_bootstrap=keep_bootstrap, approve=not no_approve, vms=not no_vms,
-                      deadline_minutes=deadline / 60 if deadline is not None else None,
+                      metal=not no_metal, deadline_minutes=deadline / 60 if deadline is not None else None,
                       retry_pause=retry_pause, installer=openshift_install,
                       kubeconfig_to=kubeconfig_to.expanduser() if kubeconfig_to else None, force=force,
                       gpu=gpu, gpu_timeout=gpu_timeout / 60, gpu_poll=gpu_poll)

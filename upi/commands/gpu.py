@@ -22,6 +22,8 @@ def gpu_command(inventory: Path, *, kubeconfig: Path | None, assets: Path | None
     """Run `upi gpu` and print its outcome; the caller exits 1 unless the report is ok."""
     check_pace(timeout_minutes, poll)
     inv = load_inventory(inventory, check_files=False)
+    if not any(n.gpu for n in inv.nodes):
+        raise UsageError(f"{inventory} marks no node gpu: true; upi gpu has nothing to set up")
     path = find_kubeconfig(kubeconfig, assets)
     with GpuDisplay(out=sys.stderr if as_json else sys.stdout) as display:
         report = gpu_on_cluster(inv, path, display, timeout_minutes=timeout_minutes, poll=poll,

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from upi.inventory.model import Inventory
+from upi.safefs import read_named_text
 
 
 def install_config(inv: Inventory) -> dict[str, Any]:
@@ -37,7 +38,7 @@ def install_config(inv: Inventory) -> dict[str, Any]:
                  "noProxy": ",".join(c.proxy.no_proxy) or None}
         doc["proxy"] = {k: v for k, v in proxy.items() if v}
     if c.additional_trust_bundle_file:
-        doc["additionalTrustBundle"] = inv.resolve(c.additional_trust_bundle_file).read_text()
+        doc["additionalTrustBundle"] = read_named_text(inv.resolve(c.additional_trust_bundle_file))
         if not c.proxy and c.version >= (4, 12):
             # The default policy, Proxyonly, trusts the bundle only through a proxy: without
             # one, a mirror registry's CA would not be trusted cluster-wide after bootstrap.
@@ -46,7 +47,7 @@ def install_config(inv: Inventory) -> dict[str, Any]:
         key = "imageDigestSources" if c.version >= (4, 14) else "imageContentSources"
         doc[key] = [{"source": m.source, "mirrors": list(m.mirrors)} for m in c.mirrors]
     # One line, as the docs show it; rules._pull_secret proved it is JSON.
-    secret = json.loads(inv.resolve(c.pull_secret_file).read_text())
+    secret = json.loads(read_named_text(inv.resolve(c.pull_secret_file)))
     doc["pullSecret"] = json.dumps(secret, separators=(",", ":"))
-    doc["sshKey"] = inv.resolve(c.ssh_key_file).read_text().strip()
+    doc["sshKey"] = read_named_text(inv.resolve(c.ssh_key_file)).strip()
     return doc

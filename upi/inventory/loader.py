@@ -17,6 +17,7 @@ from upi.inventory.model import Inventory
 from upi.inventory.quoting import VERSION_KEYS, unquoted_versions
 from upi.inventory.rules import check_rules
 from upi.inventory.yamlbounds import check_depth, check_graph, needs_graph_check
+from upi.safefs import UnreadableFile, read_named_text
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +243,9 @@ def parse_inventory(text: str, path: Path, *, check_files: bool = True,
     return inv
 
 
+INVENTORY_LIMIT = 16 << 20
+
+
 def load_inventory(path: str | Path, *, check_files: bool = True,
                    extra_rules: Sequence[Rule] = ()) -> Inventory:
     """Read and validate an inventory file; raises InventoryError listing every problem.
@@ -251,11 +255,11 @@ def load_inventory(path: str | Path, *, check_files: bool = True,
     `extra_rules` add located checks of their own (power: the BMC credentials).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InventoryError([Problem(str(path), None, "", "no such inventory file")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    if not path.exists():
+        raise InventoryError([Problem(str(path), None, "", "no such inventory file")])
+    try:  # a FIFO or /dev/zero named as the inventory must not hang upi
+        text = read_named_text(path, INVENTORY_LIMIT)
+    except UnreadableFile as exc:
         raise InventoryError([Problem(str(path), None, "", f"cannot read the inventory: {exc}")]) from None
     inv = parse_inventory(text, path, check_files=check_files, extra_rules=extra_rules)
     log.debug("read the inventory %s: cluster %s, %d nodes", path, inv.cluster.domain, len(inv.nodes))

@@ -230,6 +230,20 @@ def _files(inv: Inventory) -> Iterator[Finding]:
         else:
             yield from trust_bundle(inv, text)
     yield from bmc_files(inv)
+    yield from _ssh_files(inv)
+
+
+def _ssh_files(inv: Inventory) -> Iterator[Finding]:
+    """`push` hands identity_file to paramiko: a plain file (a FIFO would hang it).
+
+    known_hosts is checked where it is parsed (remote.hostkeys.load_known_hosts).
+    """
+    for section in ("provisioner", "load_balancer"):
+        ssh = getattr(inv, section).ssh
+        if ssh and ssh.identity_file and not ssh.local:
+            text, why = _read(inv, ssh.identity_file)
+            if text is None:
+                yield (section, "ssh", "identity_file"), why
 
 
 def _bmcs(inv: Inventory) -> Iterator[Finding]:

@@ -8,7 +8,10 @@ they read as one reference (docs/inventory.md says the same at length).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
+
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 
 from upi.inventory.model import Inventory
 
@@ -120,6 +123,28 @@ DESCRIPTIONS = {
 }
 
 
+def _models(model: type[BaseModel], seen: dict[str, type[BaseModel]]) -> dict[str, type[BaseModel]]:
+    """Every model reachable from `model`'s fields, by class name (as $defs names them)."""
+    seen[model.__name__] = model
+    for info in model.model_fields.values():
+        stack: list[Any] = [info.annotation]
+        while stack:
+            kind = stack.pop()
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                if kind.__name__ not in seen:
+                    _models(kind, seen)
+            else:
+                stack.extend(get_args(kind))
+    return seen
+
+
+def _factory_defaults(model: type[BaseModel], properties: dict[str, Any]) -> None:
+    """`default` for keys whose default is made by a factory (`[]`, `{}`): pydantic leaves it out."""
+    for key, info in model.model_fields.items():
+        if key in properties and "default" not in properties[key] and info.default_factory is not None:
+            properties[key]["default"] = to_jsonable_python(info.get_default(call_default_factory=True))
+
+
 def _describe(model: str, properties: dict[str, Any]) -> None:
     for key, prop in properties.items():
         words = DESCRIPTIONS.get(f"{model}.{key}")
@@ -140,9 +165,13 @@ def inventory_schema() -> dict[str, Any]:
     """The inventory's JSON Schema as a dict (draft 2020-12)."""
     doc = Inventory.model_json_schema(mode="validation")
     doc["properties"].pop("source", None)
+    models = _models(Inventory, {})
     _describe("Inventory", doc["properties"])
+    _factory_defaults(Inventory, doc["properties"])
     for name, definition in doc.get("$defs", {}).items():
         _describe(name, definition.get("properties", {}))
+        if name in models:
+            _factory_defaults(models[name], definition.get("properties", {}))
     return {"$schema": SCHEMA_DIALECT, "title": "upi inventory", **doc}
 
 

@@ -8,6 +8,8 @@ each host exactly as it was.
 from __future__ import annotations
 
 import contextlib
+import posixpath
+import stat
 from collections.abc import Callable
 
 from upi.errors import UpiError
@@ -22,20 +24,50 @@ def _output(res_out: str, res_err: str) -> str:
     return "\n".join("  " + line for line in text.splitlines()[-20:])
 
 
+def _stat(t: Transport, paths: list[str]) -> dict[str, int]:
+    """Each existing path's raw st_mode, the entry itself (a link is not followed)."""
+    if not paths:
+        return {}
+    res = t.run(["stat", "-c", "%f %n", "--", *paths])
+    if res.returncode not in (0, 1):
+        raise PushError(f"{t.name}: `stat` failed (exit {res.returncode}):\n"
+                        + _output(res.stdout, res.stderr))
+    found = {}
+    for line in res.stdout.splitlines():
+        raw, _, path = line.partition(" ")
+        with contextlib.suppress(ValueError):
+            found[path] = int(raw, 16)
+    return found
+
+
+def _digests(t: Transport, paths: list[str]) -> dict[str, str]:
+    """sha256 of each readable regular file in `paths` (sha256sum; missing ones are left out)."""
+    if not paths:
+        return {}
+    res = t.run(["sha256sum", "--", *paths])
+    if res.returncode not in (0, 1):
+        raise PushError(f"{t.name}: `sha256sum` failed (exit {res.returncode}):\n"
+                        + _output(res.stdout, res.stderr))
+    return {path: sha for sha, path in
+            (line.split("  ", 1) for line in res.stdout.splitlines() if "  " in line)}
+
+
 def _remote_state(t: Transport, items: list[Item]) -> dict[str, tuple[str, int]]:
-    """Map each existing destination to its (sha256, mode); the files that exist on the host."""
-    dests = [i.dest for i in items]
-    sums = t.run(["sha256sum", "--", *dests])
-    modes = t.run(["stat", "-c", "%a %n", "--", *dests])
-    for res in (sums, modes):
-        if res.returncode not in (0, 1):
-            raise PushError(f"{t.name}: `{res.argv[0]}` failed (exit {res.returncode}):\n"
-                            + _output(res.stdout, res.stderr))
-    digest = {path: sha for sha, path in
-              (line.split(maxsplit=1) for line in sums.stdout.splitlines() if line)}
-    mode = {path: int(m, 8) for m, path in
-            (line.split(" ", 1) for line in modes.stdout.splitlines() if line)}
-    return {d: (digest[d], mode.get(d, -1)) for d in dests if d in digest}
+    """Map each existing destination to its (sha256, mode); the files that exist on the host.
+
+    Only regular files are read (a link, FIFO or device at a destination is
+    never followed or opened: it reads as changed and is replaced, the entry
+    itself); a directory there is refused.
+    """
+    modes = _stat(t, [i.dest for i in items])
+    for path, raw in modes.items():
+        if stat.S_ISDIR(raw):
+            raise PushError(f"{t.name}: {path} is a directory where upi puts a file: nothing was "
+                            "replaced; remove it")
+    regular = [p for p, raw in modes.items() if stat.S_ISREG(raw)]
+    digest = _digests(t, regular)
+    return {p: (digest.get(p, ""), stat.S_IMODE(raw) if p in digest else -1)
+            for p, raw in modes.items()}
 
 
 def compare(t: Transport, plan: TargetPlan) -> list[tuple[Item, FileStatus]]:
@@ -67,12 +99,61 @@ def _check(t: Transport, argv: list[str], what: str) -> int:
     return res.returncode
 
 
+def _ancestors(path: str) -> list[str]:
+    """`/a/b/c` -> [`/a`, `/a/b`, `/a/b/c`]."""
+    parts = [p for p in path.split("/") if p]
+    return ["/" + "/".join(parts[:n]) for n in range(1, len(parts) + 1)]
+
+
+def make_dirs(t: Transport, items: list[Item]) -> None:
+    """Create the destination directories 0755 (whatever the umask), never through a link.
+
+    Below each target root (tftp_root, http_root, ...) every directory on the
+    way must be a real directory: a symbolic link there (which would send the
+    files elsewhere) is refused before anything is written. The root and its
+    parents may be links: that layout is the admin's choice. Missing ones are
+    made one at a time, parent first, with `mkdir -m 755` (no -p: it would
+    follow a link and take its modes from the umask).
+    """
+    below: set[str] = set()
+    wanted: set[str] = set()
+    for item in items:
+        root = posixpath.normpath(item.root)
+        head = posixpath.dirname(item.dest)
+        if not (head == root or head.startswith(root.rstrip("/") + "/")):
+            raise PushError(f"{item.dest} is not inside {root}: refused")  # pragma: no cover
+        for d in _ancestors(head):
+            wanted.add(d)
+            if len(d) > len(root):
+                below.add(d)
+    found = _stat(t, sorted(wanted))
+    for d in sorted(below):
+        raw = found.get(d)
+        if raw is not None and not stat.S_ISDIR(raw):
+            what = "a symbolic link" if stat.S_ISLNK(raw) else "not a directory"
+            raise PushError(f"{t.name}: {d} is {what}: upi never writes through it (files would "
+                            "land outside the target root); nothing was replaced. Remove it")
+    missing = sorted((d for d in wanted if d not in found), key=lambda d: (d.count("/"), d))
+    if missing:
+        _check(t, ["mkdir", "-m", "755", "--", *missing], "creating directories")
+
+
 def stage(t: Transport, items: list[Item]) -> None:
-    """Upload each item beside its destination, under a hidden temporary name."""
-    dirs = sorted({i.dest.rsplit("/", 1)[0] or "/" for i in items})
-    _check(t, ["mkdir", "-p", "--", *dirs], "creating directories")
+    """Upload each item beside its destination, under a hidden temporary name, and check it arrived.
+
+    A leftover or a link planted at the staging name is removed, never written
+    through (the transports create with O_EXCL). Each staged copy is then read
+    back on the host (sha256sum): a short or failed write is an error, before
+    anything is replaced.
+    """
+    make_dirs(t, items)
     for item in items:
         t.write_file(item.staged, item.payload(), item.mode)
+    got = _digests(t, [i.staged for i in items])
+    for item in items:
+        if got.get(item.staged) != item.sha256:
+            raise PushError(f"{t.name}: the upload of {item.source} to {item.staged} is incomplete "
+                            "or altered (sha256 differs; a full disk?): nothing was replaced")
 
 
 def validate(t: Transport, plan: TargetPlan, items: list[Item], result: PushResult) -> None:
@@ -102,8 +183,9 @@ def commit(t: Transport, plan: TargetPlan, changed: list[tuple[Item, FileStatus]
     """Keep one backup, rename into place, relabel under SELinux, reload if a config changed."""
     for item, status in changed:
         if item.backup and status.status == "changed":
-            _check(t, ["ln", "-f", "--", item.dest, item.backup], f"backing up {item.dest}")
-        _check(t, ["mv", "-f", "--", item.staged, item.dest], f"installing {item.dest}")
+            # -P: link the file itself; -T: never into a directory planted at the name.
+            _check(t, ["ln", "-fPT", "--", item.dest, item.backup], f"backing up {item.dest}")
+        _check(t, ["mv", "-fT", "--", item.staged, item.dest], f"installing {item.dest}")
     dests = [item.dest for item, _ in changed]
     if t.run(["selinuxenabled"]).returncode == 0:
         argv = ["restorecon", "--", *dests]

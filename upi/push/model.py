@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
+import stat
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from upi.errors import UpiError
 
@@ -23,6 +26,36 @@ class PushError(UpiError):
 
 
 @dataclass(frozen=True)
+class LocalFile:
+    """A file of the render dir's http/ tree, pinned to the inode that was checked.
+
+    It is opened again only to hash and upload it, never through a link, and
+    only if it is still that same regular file (a file swapped for a link to
+    a private key after the check is refused).
+    """
+
+    path: Path
+    device: int
+    inode: int
+
+    def open(self) -> BinaryIO:
+        """The file, opened without following a link; PushError if it is no longer the one checked."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+                         | os.O_CLOEXEC)
+        except OSError as exc:
+            raise PushError(f"{self.path}: {exc.strerror}: it changed after it was checked; "
+                            "push again") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (self.device, self.inode):
+            os.close(fd)
+            raise PushError(f"{self.path} was replaced after it was checked: nothing was uploaded "
+                            "from it; push again")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+
+
+@dataclass(frozen=True)
 class Item:
     """One file to place: from the render dir (`source`) to a path on a host (`dest`)."""
 
@@ -31,23 +64,24 @@ class Item:
     mode: int
     kind: Kind
     content: bytes | None = None
-    local_path: Path | None = None  # large files (RHCOS images) are read only to upload
+    local: LocalFile | None = None  # large files (RHCOS images) are read only to upload
+    root: str = "/"  # the target directory `dest` must stay below (a provisioner root)
 
-    def payload(self) -> bytes | Path:
+    def payload(self) -> bytes | LocalFile:
         """What to upload: the bytes, or the local file to stream."""
         if self.content is not None:
             return self.content
-        assert self.local_path is not None  # noqa: S101 - one of the two is always set
-        return self.local_path
+        assert self.local is not None  # noqa: S101 - one of the two is always set
+        return self.local
 
-    @property
+    @cached_property
     def sha256(self) -> str:
-        """Hex digest of the payload (streamed for files on disk)."""
+        """Hex digest of the payload (streamed once for files on disk)."""
         if self.content is not None:
             return hashlib.sha256(self.content).hexdigest()
         digest = hashlib.sha256()
-        assert self.local_path is not None  # noqa: S101 - one of the two is always set
-        with self.local_path.open("rb") as fh:
+        assert self.local is not None  # noqa: S101 - one of the two is always set
+        with self.local.open() as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
         return digest.hexdigest()

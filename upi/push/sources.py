@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 import posixpath
+import re
 import stat
 from pathlib import Path
+from typing import Any
 
-from upi.errors import UsageError
+from upi.errors import UpiError, UsageError
 from upi.inventory.model import Inventory, SshTarget
-from upi.push.model import Item, TargetName, TargetPlan
+from upi.push.model import Item, LocalFile, TargetName, TargetPlan
 from upi.render import MANIFEST, PUBLIC, RenderedFile
-from upi.safefs import Tree
-from upi.writer import manifest_images, previous_manifest
+from upi.safefs import Tree, kind_of, relpath, shown
+from upi.writer import manifest_images
 
 HTTP_DIR = "http"
+IGNITION_DIR = "ignition"  # http/ignition/: `upi ignition` stages the Ignition configs here
+MANIFEST_LIMIT = 64 << 20
+FILE_LIMIT = 256 << 20  # a rendered file (configs, boot loaders); RHCOS images are in http/
 DEFAULT_RELOAD: dict[TargetName, list[str]] = {
     # SIGHUP (systemctl reload) does NOT make dnsmasq re-read its config files.
     "provisioner": ["systemctl", "restart", "dnsmasq"],
@@ -29,32 +35,41 @@ def ssh_of(inv: Inventory, target: TargetName) -> tuple[SshTarget | None, str]:
     return inv.load_balancer.ssh, str(inv.load_balancer.ip)
 
 
-def _item(inv: Inventory, f: RenderedFile | None, path: str, local: Path | None = None
+def _item(inv: Inventory, f: RenderedFile | None, path: str, local: LocalFile | None = None
           ) -> tuple[TargetName, Item] | None:
+    """Where `path` of the render dir goes; None for files no host needs.
+
+    `path` must already be a plain relative path (safefs.relpath): joined to a
+    root, it stays below that root.
+    """
     content = f.content if f else None
     mode = f.mode if f else PUBLIC
     top, _, rest = path.partition("/")
     prov = inv.provisioner
     if top == "dnsmasq" and path.endswith(".conf") and "/" not in rest:
         return "provisioner", Item(path, posixpath.join(prov.dnsmasq_dir, rest), mode, "dnsmasq",
-                                   content, local)
+                                   content, local, prov.dnsmasq_dir)
     if top == "tftp" and rest:
         return "provisioner", Item(path, posixpath.join(prov.tftp_root, rest), mode, "tftp",
-                                   content, local)
+                                   content, local, prov.tftp_root)
     if top == HTTP_DIR and rest:
         # The HTTP server (and the nodes) must read ignition and RHCOS files: 0644 there.
         return "provisioner", Item(path, posixpath.join(prov.http_root, rest), PUBLIC, "http",
-                                   content, local)
+                                   content, local, prov.http_root)
     if path == "haproxy/haproxy.cfg":
-        return "load_balancer", Item(path, inv.load_balancer.config_path, mode, "haproxy",
-                                     content, local)
+        cfg = inv.load_balancer.config_path
+        return "load_balancer", Item(path, cfg, mode, "haproxy", content, local,
+                                     posixpath.dirname(cfg))
     return None
 
 
 def plans_for(inv: Inventory, files: list[RenderedFile], only: TargetName | None = None,
-              extra: list[tuple[str, Path]] | None = None) -> list[TargetPlan]:
+              extra: list[tuple[str, LocalFile]] | None = None) -> list[TargetPlan]:
     """Group files by target; files no host needs (vms/, csr/, install-config) are left out."""
     grouped: dict[TargetName, list[Item]] = {}
+    for f in files:
+        if relpath(f.path) is None:
+            raise UsageError(f"{str(f.path)[:80]!r} is not a plain relative path: refused")
     mapped = [_item(inv, f, f.path) for f in files]
     mapped += [_item(inv, None, path, local) for path, local in extra or []]
     for entry in mapped:
@@ -68,59 +83,146 @@ def plans_for(inv: Inventory, files: list[RenderedFile], only: TargetName | None
     return plans
 
 
-def _manifest(out: Path, inv: Inventory) -> dict[str, dict[str, str]]:
+def _manifest(tree: Tree, out: Path, inv: Inventory) -> dict[str, Any]:
+    """manifest.json, checked to be a JSON object for this cluster with a `files` mapping."""
+    where = shown(out / MANIFEST)
     try:
-        doc = json.loads((out / MANIFEST).read_text())
-        files: dict[str, dict[str, str]] = doc["files"]
+        data = tree.read(MANIFEST, MANIFEST_LIMIT)
+        if data is None and (st := tree.lstat(MANIFEST)) is not None:
+            raise UsageError(f"{where} is {kind_of(st.st_mode)}, not a file upi render wrote: "
+                             "refused; remove it and run `upi render` again")
+        if data is None:
+            raise FileNotFoundError
+        doc: dict[str, Any] = json.loads(data)
+        files = doc["files"]
         cluster = doc.get("cluster")
     except FileNotFoundError:
-        raise UsageError(f"{out / MANIFEST} not found: run `upi render INVENTORY -o {out}` first") from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{out / MANIFEST} is unreadable ({exc}): run `upi render` again") from None
+        raise UsageError(f"{where} not found: "
+                         f"run `upi render INVENTORY -o {shown(out)}` first") from None
+    except UsageError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, UpiError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
+        raise UsageError(f"{where} is unreadable ({why}): run `upi render` again") from None
+    if not isinstance(files, dict):
+        raise UsageError(f"{where}: \"files\" is not a mapping: run `upi render` again")
     if cluster != inv.cluster.domain:
-        raise UsageError(f"{out} was rendered for {cluster}, not {inv.cluster.domain}: "
-                         "pass the render dir of this inventory")
-    return files
+        raise UsageError(f"{shown(out)} was rendered for {str(cluster)[:80]!r}, not "
+                         f"{inv.cluster.domain}: pass the render dir of this inventory")
+    return doc
 
 
-def read_render_dir(inv: Inventory, out: Path) -> tuple[list[RenderedFile], list[tuple[str, Path]]]:
+def _entry(where: str, path: object, meta: object) -> tuple[str, str, int]:
+    """A manifest entry checked: (path, sha256, mode); UsageError naming it otherwise."""
+    rel = relpath(path)
+    if rel is None:
+        raise UsageError(
+            f"{where}: the entry {str(path)[:80]!r} is not a plain relative path inside the render "
+            "dir (absolute, `..`, empty or control characters): refused, nothing was pushed. "
+            "manifest.json is written by `upi render`; run it again")
+    sha = meta.get("sha256") if isinstance(meta, dict) else None
+    mode = meta.get("mode") if isinstance(meta, dict) else None
+    bits = int(mode, 8) if isinstance(mode, str) and re.fullmatch(r"[0-7]{3,4}", mode) else -1
+    # Never group/other-writable, never setuid/setgid/sticky: render writes 0600, 0644, 0755.
+    if not isinstance(sha, str) or not 0 <= bits <= 0o777 or bits & 0o022:
+        raise UsageError(f"{where}: the entry {rel!r} has no valid sha256 and mode (0600/0644/0755): "
+                         "run `upi render` again")
+    return rel, sha, bits
+
+
+def _http_tree(tree: Tree, out: Path) -> list[tuple[str, LocalFile]]:
+    """The files under http/ to publish, with the inode each was checked as.
+
+    Refused (exit 2), since each is published 0644 on the HTTP server: a
+    symbolic link (it could point at a private key), anything but a regular
+    file, a name with control characters; and, but for the Ignition configs
+    (http/ignition/*.ign, served to the nodes by design whatever their mode
+    here), a file others may not read here (publishing would widen it) or
+    one holding a PEM private key.
+    Dot files and dot directories are skipped, as before.
+    """
+    found = []
+    for rel, st in sorted(tree.walk(HTTP_DIR)):
+        parts = rel.split("/")[1:]
+        if any(part.startswith(".") for part in parts):
+            continue
+        path = out / rel
+        if relpath(rel) is None:
+            raise UsageError(f"{shown(path)!r}: a name under {HTTP_DIR}/ with control characters or "
+                             "a backslash: refused; rename it")
+        if stat.S_ISLNK(st.st_mode):
+            raise UsageError(f"{shown(path)} is a symbolic link: push publishes {HTTP_DIR}/ to the "
+                             "HTTP server and never follows links there; copy the file in instead")
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{shown(path)} is {kind_of(st.st_mode)}: only regular files are "
+                             f"published from {HTTP_DIR}/; remove it")
+        ignition = parts[0] == IGNITION_DIR and rel.endswith(".ign")
+        if not ignition and not st.st_mode & stat.S_IROTH:
+            raise UsageError(
+                f"{shown(path)} is mode {stat.S_IMODE(st.st_mode):04o} (private) and push would "
+                f"publish it 0644 on the HTTP server: `chmod a+r` it if it is meant to be served, "
+                f"or move it out of {HTTP_DIR}/")
+        if not ignition and _private_key(tree, rel):
+            raise UsageError(f"{shown(path)} holds a PEM PRIVATE KEY: never published; move it out "
+                             f"of {HTTP_DIR}/")
+        found.append((rel, LocalFile(path, st.st_dev, st.st_ino)))
+    return found
+
+
+def _private_key(tree: Tree, rel: str) -> bool:
+    dfd, name = tree.parent_of(rel)
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    try:
+        return b"PRIVATE KEY-----" in os.pread(fd, 1 << 16, 0)
+    finally:
+        os.close(fd)
+
+
+def read_render_dir(inv: Inventory, out: Path) -> tuple[list[RenderedFile], list[tuple[str, LocalFile]]]:
     """The pushable files of a render dir, checked against its manifest, and the http/ tree.
 
     A file that differs from manifest.json was edited after `upi render`: refused,
-    so what reaches a host is always what render wrote.
+    so what reaches a host is always what render wrote. Every path read back
+    from disk is hostile until checked (safefs): a manifest entry that is
+    absolute or has `..`, or a symbolic link on the way to a file, is refused,
+    never followed.
     """
-    files = []
-    for path, meta in sorted(_manifest(out, inv).items()):
-        if _item(inv, None, path) is None:
-            continue
-        try:
-            rendered = RenderedFile(path, (out / path).read_bytes(), int(meta["mode"], 8))
-        except OSError as exc:
-            raise UsageError(f"{out / path}: {exc.strerror}: run `upi render` again") from None
-        if rendered.sha256 != meta["sha256"]:
-            raise UsageError(f"{out / path} differs from {MANIFEST} (edited after `upi render`?): "
-                             "run `upi render` again")
-        files.append(rendered)
-    http = out / HTTP_DIR
-    extra = sorted(
-        (p.relative_to(out).as_posix(), p) for p in (http.rglob("*") if http.is_dir() else [])
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(http).parts))
-    return files, extra + _tftp_images(out)
+    try:
+        tree = Tree.open(out)
+    except OSError as exc:
+        raise UsageError(f"cannot read the render dir {shown(out)}: {exc.strerror}") from None
+    with tree:
+        where = shown(out / MANIFEST)
+        doc = _manifest(tree, out, inv)
+        files = []
+        for path, meta in sorted(doc["files"].items()):
+            rel, sha, mode = _entry(where, path, meta)
+            if _item(inv, None, rel) is None:
+                continue
+            data = tree.read(rel, FILE_LIMIT)
+            if data is None:
+                raise UsageError(f"{shown(out / rel)} is missing, a symbolic link or not a regular "
+                                 "file: run `upi render` again")
+            rendered = RenderedFile(rel, data, mode)
+            if rendered.sha256 != sha:
+                raise UsageError(f"{shown(out / rel)} differs from {MANIFEST} (edited after "
+                                 "`upi render`?): run `upi render` again")
+            files.append(rendered)
+        return files, _http_tree(tree, out) + _tftp_images(tree, out, doc)
 
 
-def _tftp_images(out: Path) -> list[tuple[str, Path]]:
+def _tftp_images(tree: Tree, out: Path, doc: dict[str, Any]) -> list[tuple[str, LocalFile]]:
     """Kernel and initramfs `upi images` staged under tftp/ (http/ ones are in the walk above).
 
     manifest.json is hostile input: only plain paths recorded there, reached without a
     symlink, that are regular files, are pushed.
     """
-    images = [p for p in manifest_images(previous_manifest(out)) if p.startswith("tftp/")]
+    images = [p for p in manifest_images(doc) if p.startswith("tftp/")]
     found = []
-    with Tree.open(out) as tree:
-        for path in sorted(images):
-            st = tree.lstat(path)
-            if st is None or not stat.S_ISREG(st.st_mode):
-                raise UsageError(f"{out / path} is recorded in {MANIFEST} by `upi images` but is "
-                                 "missing or not a regular file: run `upi images` again")
-            found.append((path, out / path))
+    for path in sorted(images):
+        st = tree.lstat(path)
+        if st is None or not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{shown(out / path)} is recorded in {MANIFEST} by `upi images` but is "
+                             "missing or not a regular file: run `upi images` again")
+        found.append((path, LocalFile(out / path, st.st_dev, st.st_ino)))
     return found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from upi.runner import Result
 
@@ -24,11 +24,13 @@ class Transport(Protocol):
         """Run `argv` on the host; return its exit code and output (never raise on rc != 0)."""
         ...
 
-    def write_file(self, path: str, content: bytes | Path, mode: int) -> None:
-        """Create `path` (replacing a leftover) with `mode` set before any byte is written.
+    def write_file(self, path: str, content: Content, mode: int) -> None:
+        """Create `path` anew with `mode` set before any byte is written.
 
-        `content` is the bytes, or a local file streamed in chunks (an RHCOS
-        rootfs is ~1 GB: it is never read into memory whole).
+        A leftover at `path` is removed first (a link itself, never its target)
+        and the file is created with O_EXCL, so nothing is ever written through
+        a link planted there. `content` is the bytes, or a local file streamed
+        in chunks (an RHCOS rootfs is ~1 GB: it is never read into memory whole).
         """
         ...
 
@@ -40,6 +42,17 @@ class Transport(Protocol):
 CHUNK = 1 << 20
 
 
+class Source(Protocol):
+    """A local file to stream (push.model.LocalFile: opened without following links)."""
+
+    def open(self) -> BinaryIO:
+        """The file, open for binary reading."""
+        ...
+
+
+Content = bytes | Source | Path
+
+
 class Writable(Protocol):
     """An open file (local, or SFTP) that takes bytes."""
 
@@ -48,11 +61,14 @@ class Writable(Protocol):
         ...
 
 
-def copy_into(fh: Writable, content: bytes | Path) -> None:
-    """Write `content` (bytes, or a local file in 1 MiB chunks) to an open file."""
+def copy_into(fh: Writable, content: Content) -> int:
+    """Write `content` (bytes, or a local file in 1 MiB chunks) to an open file; the bytes sent."""
     if isinstance(content, bytes):
         fh.write(content)
-        return
-    with content.open("rb") as src:
+        return len(content)
+    sent = 0
+    with content.open("rb") if isinstance(content, Path) else content.open() as src:
         while chunk := src.read(CHUNK):
             fh.write(chunk)
+            sent += len(chunk)
+    return sent

@@ -7,8 +7,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from upi.errors import CommandError
-from upi.remote.base import SBIN_DIRS, copy_into
+from upi.remote.base import SBIN_DIRS, Content, copy_into
+from upi.remote.errors import RemoteError
 from upi.runner import Result, run
+from upi.safefs import write_all
+
+
+class _FdWriter:
+    """An fd as a Writable whose every write is complete (safefs.write_all)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def write(self, data: bytes, /) -> int:
+        write_all(self.fd, data)
+        return len(data)
 
 
 class LocalTransport:
@@ -34,16 +47,25 @@ class LocalTransport:
                 return Result(tuple(argv), 127, "", exc.stderr)
             raise
 
-    def write_file(self, path: str, content: bytes | Path, mode: int) -> None:
-        """Write `path` created with `mode` (a secret is never readable by others, even briefly)."""
-        target = Path(path)
-        target.unlink(missing_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-        with os.fdopen(fd, "wb") as fh:
-            copy_into(fh, content)
-            fh.flush()
-            os.fsync(fh.fileno())
-        target.chmod(mode)  # umask may have trimmed it
+    def write_file(self, path: str, content: Content, mode: int) -> None:
+        """Create `path` with `mode` (a secret is never readable by others, even briefly).
+
+        A leftover there (an older staged copy, or a planted link) is removed,
+        the link itself; then O_EXCL|O_NOFOLLOW: nothing is written through a
+        link. Every byte is written (short writes retried) and flushed to disk.
+        """
+        try:
+            Path(path).unlink(missing_ok=True)
+            fd = os.open(Path(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, mode)
+            try:
+                os.fchmod(fd, mode)  # the umask may have trimmed it
+                copy_into(_FdWriter(fd), content)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise RemoteError(f"local: cannot write {path}: {exc.strerror or exc}") from None
 
     def close(self) -> None:
         """Nothing to release."""

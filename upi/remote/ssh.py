@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import select
 import shlex
 import time
@@ -11,7 +12,7 @@ from typing import TypeVar
 
 import paramiko
 
-from upi.remote.base import SBIN_DIRS, copy_into
+from upi.remote.base import SBIN_DIRS, Content, copy_into
 from upi.remote.errors import HostKeyError, RemoteError
 from upi.remote.hostkeys import RefuseUnknown, changed_key, load_known_hosts, revoked_key
 from upi.runner import Result
@@ -131,16 +132,27 @@ class SshTransport:
         except _Timeout:
             raise RemoteError(f"{self.name}: `{shlex.join(argv)}` timed out after {limit:g} s") from None
 
-    def write_file(self, path: str, content: bytes | Path, mode: int) -> None:
-        """Upload over SFTP; the mode is set while the file is still empty."""
+    def write_file(self, path: str, content: Content, mode: int) -> None:
+        """Upload over SFTP into a new file (O_EXCL: never through a link planted at `path`).
+
+        A leftover at `path` (an older staged copy, or a planted link) is
+        removed first, the link itself, not what it points to.
+
+        The mode is set on the open handle while the file is still empty. The
+        caller checks the uploaded bytes (sha256sum on the host): pipelined
+        writes report a failure late, or not at all if it comes at close.
+        """
         def op(client: paramiko.SSHClient) -> None:
             if self._sftp is None:
                 self._sftp = client.open_sftp()
                 self._sftp.get_channel().settimeout(self.command_timeout)  # type: ignore[union-attr]
-            with self._sftp.open(path, "wb") as fh:
+            with contextlib.suppress(FileNotFoundError):
+                self._sftp.remove(path)
+            with self._sftp.open(path, "wxb") as fh:  # x: O_EXCL
                 fh.chmod(mode)
                 fh.set_pipelined(True)  # don't wait for each chunk's ack
                 copy_into(fh, content)
+                fh.flush()
 
         try:
             self._retrying(f"upload of {path}", op)

@@ -19,11 +19,12 @@ from upi.inventory.model import Machine
 from upi.wait.display import WaitDisplay
 from upi.wait.driver import WaitFailed, WaitHooks, WaitInterrupted, WaitOptions, WaitResult, run_wait
 from upi.wait.kubeconfig import check_copy
+from upi.wait.metal import metal_workers
 from upi.wait.state import STATE_FILE, WaitState, load_state
 from upi.wait.workers import Worker, Workers
 
 INSTALLER_STATE = ".openshift_install_state.json"
-APPROVER, SHEPHERD = "CSR approver", "VM shepherd"
+APPROVER, SHEPHERD, METAL = "CSR approver", "VM shepherd", "metal booter"
 CONSOLE_HOST = "console-openshift-console"
 SHEPHERD_POLL = 1.0  # seconds: how soon a stop (or a missed libvirt event) is noticed
 
@@ -44,6 +45,7 @@ class WaitRequest:
     keep_bootstrap: bool = False
     approve: bool = True
     vms: bool = True
+    metal: bool = True  # boot metal workers over Redfish, flip their PXE files as they join
     deadline_minutes: float | None = None
     retry_pause: float = 10.0
     installer: Path | None = None
@@ -121,6 +123,21 @@ def _shepherd(req: WaitRequest, inv: Inventory, conns: Any, timeout: float,
                          + ", ".join(left))
 
     return Worker(SHEPHERD, job, display.warn)
+
+
+def _metal(req: WaitRequest, inv: Inventory, display: WaitDisplay) -> Worker:
+    from upi.wait.metal import MetalHooks, mcs_probe, run_metal
+    from upi.wait.nodes import node_readiness
+
+    def registered() -> set[str]:
+        return {s.name for s in node_readiness(req.admin_kubeconfig)}
+
+    hooks = MetalHooks(note=display.note, warn=display.warn, registered=registered)
+
+    def job(stop: threading.Event) -> None:
+        run_metal(req.inventory, inv, req.render_dir, hooks, mcs_probe(inv, req.assets), stop)
+
+    return Worker(METAL, job, display.warn)
 
 
 def _remove_bootstrap(req: WaitRequest, inv: Inventory, conns: Any, display: WaitDisplay,
@@ -208,6 +225,8 @@ def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
             workers.add(_approver(req, display))
         if req.vms and targets(inv, req.connect) and not state.is_done("bootstrap_complete"):
             workers.add(_shepherd(req, inv, conns, deadline or opts.bootstrap_budget, display))
+        if req.metal and metal_workers(inv) and not state.is_done("install_complete"):
+            workers.add(_metal(req, inv, display))
         try:
             result = run_wait(_hooks(req, inv, installer, workers, conns, display, done), opts)
         except WaitInterrupted as exc:
