@@ -152,11 +152,22 @@ def _apply(row: Row, entry: BootEntry, ev: Event, loaded: dict[str, datetime], r
         for part, rel in (("kernel", entry.kernel), ("initrd", entry.initrd)):
             if ev.path.endswith("/" + rel) or ev.path == rel:
                 loaded.setdefault(part, ev.time)
-    elif ev.kind == "tftp-missing" and ev.path:
+    elif ev.kind == "tftp-missing" and ev.path and not _probe(ev.path):
         if (note := f"TFTP: {ev.path} not found") not in row.notes:
             row.notes.append(note)
     elif ev.kind == "http" and ev.path and ev.status is not None:
         _apply_http(row, ev.path, ev.status, ev.time, rootfs)
+
+
+def _probe(path: str) -> bool:
+    """A name a loader looks for that may well be missing (not a problem).
+
+    pxelinux's per-UUID and hex-IP files, GRUB's per-IP files and its module
+    lists (x86_64-efi/command.lst).
+    """
+    parts = path.rsplit("/", 2)
+    return (len(parts) > 1 and parts[-2] in ("pxelinux.cfg", "x86_64-efi", "i386-pc")) or \
+        parts[-1].startswith("grub.cfg")
 
 
 def _apply_http(row: Row, path: str, status: int, when: datetime, rootfs: list[str]) -> None:
@@ -202,5 +213,5 @@ def _place(row: Row, now: datetime, threshold: float, earliest: datetime | None,
     after = row.applicable.index(reached[-1]) + 1 if reached else 0
     missing = row.applicable[after]
     row.causes = [*row.notes, *CAUSES[missing]]
-    if missing in ("client_csr", "serving_csr") and ignition_age is not None and ignition_age > 86400:
+    if missing == "client_csr" and ignition_age is not None and ignition_age > 86400:
         row.causes.insert(0, IGNITION_OLD)
