@@ -33,7 +33,11 @@ _ACCESS = re.compile(
 
 @dataclass(frozen=True)
 class Event:
-    """One thing a log says happened: `kind` is dhcp, dhcp-refused, tftp, tftp-missing or http."""
+    """One thing a log says happened.
+
+    `kind`: dhcp (an acknowledged lease), dhcp-discover, dhcp-refused (no
+    address for that MAC), tftp (a file sent), tftp-missing, or http.
+    """
 
     time: datetime
     kind: str
@@ -83,8 +87,9 @@ def dnsmasq_events(lines: Iterable[str], now: datetime) -> Iterator[Event]:
         if m.group(6) == "dnsmasq-dhcp":
             if ack := _ACK.match(text):
                 yield Event(stamp, "dhcp", ip=ack.group(1), mac=ack.group(2))
-            elif (disc := _DISCOVER.match(text)) and "no address available" in disc.group(2):
-                yield Event(stamp, "dhcp-refused", mac=disc.group(1))
+            elif disc := _DISCOVER.match(text):
+                refused = "no address available" in disc.group(2)
+                yield Event(stamp, "dhcp-refused" if refused else "dhcp-discover", mac=disc.group(1))
         elif sent := _SENT.match(text):
             yield Event(stamp, "tftp", ip=sent.group(2), path=sent.group(1))
         elif missing := _MISSING.match(text):

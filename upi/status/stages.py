@@ -184,7 +184,8 @@ def _apply_http(row: Row, path: str, status: int, when: datetime, rootfs: list[s
 def _stranger(strangers: dict[tuple[str, str], Stranger], ev: Event, ours: set[str]) -> None:
     if ev.mac:
         key = ("mac", ev.mac.lower())
-        seen = "DHCP refused (no address)" if ev.kind == "dhcp-refused" else f"DHCP lease {ev.ip}"
+        seen = {"dhcp-refused": "DHCP: no address for it", "dhcp-discover": "DHCP discover"}.get(
+            ev.kind, f"DHCP lease {ev.ip}")
     elif ev.ip and ev.ip not in ours:
         key = ("ip", ev.ip)
         seen = {"tftp": f"TFTP {ev.path}", "tftp-missing": f"TFTP {ev.path} (not found)"}.get(
