@@ -96,3 +96,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture
+def tls(tmp_path: Path):
+    """A test CA and a certificate for 127.0.0.1, on disk: for the Redfish peers (redfish_support)."""
+    from redfish_support import make_tls
+
+    return make_tls(tmp_path / "tls")
+
+
+@pytest.fixture
+def ami(tls):
+    """The DGX (AMI) BMC fake on a loopback HTTPS port (redfish_support.AmiFake)."""
+    from redfish_support import AmiFake
+
+    fake = AmiFake(tls)
+    yield fake
+    fake.stop()

@@ -295,3 +295,25 @@ def inventory_with_bmcs(src: Path, bmcs: dict[str, dict[str, Any]]) -> Path:
     out = src.with_name("metal.yaml")
     out.write_text(yaml.safe_dump(doc, sort_keys=False))
     return out
+
+
+def pushed_site_with_bmc(runner: Any, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake) -> Any:
+    """A local push site (pushkit) whose worker-0 has the DGX fake as its BMC; pushed once.
+
+    worker-1 keeps no BMC: a node booted by hand, whose PXE file is still flipped when it joins.
+    """
+    from conftest import require
+    from pushkit import make_site
+
+    from upi.cli import app
+
+    require("dnsmasq")
+    require("haproxy")
+    site = make_site(tmp_path, example_dir, runner, {"local": True})
+    creds = write_credentials(example_dir / "bmc-admin.yaml")
+    site.inventory.write_text(site.inventory.read_text().replace(
+        "  mac: b8:ce:f6:10:33:44\n",
+        f"  mac: b8:ce:f6:10:33:44\n  bmc: {{address: '{ami.url}', credentials_file: {creds.name}, "
+        f"verify_tls: '{tls.ca_file}', timeout: 5.0}}\n"))
+    assert runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out)]).exit_code == 0
+    return site

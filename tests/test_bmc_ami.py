@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,24 +14,11 @@ from redfish_support import (
     AmiFake,
     Tls,
     inventory_with_bmcs,
-    make_tls,
     write_credentials,
 )
 from typer.testing import CliRunner
 
 from upi.cli import app
-
-
-@pytest.fixture
-def tls(tmp_path: Path) -> Tls:
-    return make_tls(tmp_path / "tls")
-
-
-@pytest.fixture
-def ami(tls: Tls) -> Iterator[AmiFake]:
-    fake = AmiFake(tls)
-    yield fake
-    fake.stop()
 
 
 def _inventory(example_dir: Path, tls: Tls, url: str, **bmc: Any) -> Path:

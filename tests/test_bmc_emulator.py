@@ -30,11 +30,6 @@ UUID1 = "0a5f0c3e-0000-4000-8000-000000000046"
 
 
 @pytest.fixture
-def tls(tmp_path: Path) -> Tls:
-    return make_tls(tmp_path / "tls")
-
-
-@pytest.fixture
 def emulator(tmp_path: Path, tls: Tls) -> Iterator[Emulator]:
     work = tmp_path / "emu"
     work.mkdir()

@@ -324,3 +324,31 @@ def test_tftp_to_a_name_that_does_not_resolve_fails_without_a_traceback(runner) 
     rows = json.loads(result.stdout)["checks"]
     assert rows and all(r["got"].startswith("cannot find the address of no-such-host.invalid")
                         for r in rows)
+
+
+def test_deep_compares_what_upi_images_staged_with_what_nginx_serves(
+        runner, example_dir: Path, tmp_path: Path, fake_openshift_install: Path) -> None:
+    from test_images import NAMES, fake_bytes, mirror
+    from test_images import inventory as images_inventory
+
+    inv = images_inventory(example_dir, NAMES)
+    out = tmp_path / "out"
+    assert runner.invoke(app, ["render", str(inv), "-o", str(out)]).exit_code == 0
+    src = mirror(tmp_path, {n: fake_bytes(n) for n in NAMES.values()}) / "rhcos/4.19"
+    staged = runner.invoke(app, ["images", str(inv), "-o", str(out), "--from", str(src)])
+    assert staged.exit_code == 0, staged.output
+    (out / "http/ignition").mkdir()
+    for role in ROLES:
+        (out / "http/ignition" / f"{role}.ign").write_text(IGNITION)
+    served = tmp_path / "www"  # the provisioner's http_root after `upi push`
+    shutil.copytree(out / "http", served, ignore=shutil.ignore_patterns(".upi-partial"))
+    (served / "rhcos" / NAMES["initramfs"]).write_bytes(b"an older initramfs\n")
+    with nginx(served, tmp_path / "nginx") as port:
+        result = runner.invoke(app, ["check", "http", str(inv), "--server", LOOPBACK, "--port",
+                                     str(port), "--deep", "-o", str(out), "--json"])
+    assert result.exit_code == 1, result.output
+    rows = _rows(result)
+    assert {w: rows[f"sha256 of {w}"]["verdict"] for w in
+            ("kernel", "initramfs", "rootfs", "bootstrap.ign", "master.ign", "worker.ign")} == {
+        "kernel": "pass", "initramfs": "fail", "rootfs": "pass", "bootstrap.ign": "pass",
+        "master.ign": "pass", "worker.ign": "pass"}

@@ -503,3 +503,53 @@ def test_ssh_files_the_inventory_names_are_checked(local_site: Site, tmp_path: P
     result = _push_process(local_site, timeout=60)
     _refused(result, f"load_balancer.ssh.{field}" if field == "identity_file" else "known_hosts", str(path))
     assert not local_site.root.exists()
+
+
+class _FailingMove:
+    """A fake failure around the real local transport: the `nth` rename into place fails.
+
+    Nothing else is faked: every other command runs on this machine through
+    LocalTransport, as a `local: true` push does.
+    """
+
+    def __init__(self, nth: int) -> None:
+        from upi.remote import LocalTransport
+
+        self.inner, self.nth, self.moves = LocalTransport(), nth, 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def run(self, argv, *, timeout=None):
+        from upi.runner import Result
+
+        if argv[0] == "mv" and "upi-new" in argv[-2]:
+            self.moves += 1
+            if self.moves == self.nth:
+                return Result(tuple(argv), 1, "", "mv: cannot move: Input/output error\n")
+        return self.inner.run(argv, timeout=timeout)
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
+def test_a_rename_that_fails_mid_commit_puts_back_what_was_replaced(runner, local_site: Site,
+                                                                     nth: int) -> None:
+    from upi.inventory import load_inventory
+    from upi.push import PushError
+    from upi.push.apply import apply
+    from upi.push.sources import plans_for, read_render_dir
+
+    assert _push(runner, local_site).exit_code == 0
+    (local_site.root / DNS).write_bytes(b"# the previous dns.conf\n")
+    (local_site.root / "var/lib/tftpboot/grub.cfg").write_bytes(b"# the previous grub.cfg\n")
+    (local_site.root / BOOTSTRAP).write_bytes(b'{"previous": true}\n')
+    new = local_site.out / "http/rhcos/new.img"
+    new.parent.mkdir()
+    new.write_bytes(b"new image\n")
+    before = _snapshot(local_site.root)
+    inv = load_inventory(local_site.inventory)
+    files, extra = read_render_dir(inv, local_site.out)
+    plans = plans_for(inv, files, "provisioner", extra)
+    with pytest.raises(PushError, match=r"Input/output error.*were put back; nothing reloaded"):
+        apply(plans, lambda plan: _FailingMove(nth))
+    assert _files_of(_snapshot(local_site.root)) == _files_of(before), "every file as it was"
+    assert local_site.reload_log() == ["dnsmasq", "haproxy"]

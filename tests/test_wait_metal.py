@@ -13,9 +13,7 @@ from typing import Any
 
 import pytest
 from certs import issue, make_ca
-from conftest import require
-from pushkit import make_site
-from redfish_support import AmiFake, Tls, make_tls, write_credentials
+from redfish_support import AmiFake, Tls, pushed_site_with_bmc, write_credentials
 from typer.testing import CliRunner
 
 from upi.cli import app
@@ -102,31 +100,10 @@ def test_probe_trusts_only_the_clusters_own_mcs(tmp_path: Path, example_dir: Pat
     assert not ok and f"https://127.0.0.1:{mcs.port}" in why
 
 
-@pytest.fixture
-def tls(tmp_path: Path) -> Tls:
-    return make_tls(tmp_path / "tls")
-
-
-@pytest.fixture
-def ami(tls: Tls) -> Iterator[AmiFake]:
-    fake = AmiFake(tls)
-    yield fake
-    fake.stop()
-
-
 def test_workers_boot_when_the_mcs_answers_and_flip_as_they_join(
         runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake) -> None:
-    require("dnsmasq")
-    require("haproxy")
-    site = make_site(tmp_path, example_dir, runner, {"local": True})
-    doc = site.inventory.read_text()
-    creds = write_credentials(example_dir / "bmc-admin.yaml")
     # worker-0 has a BMC (the DGX fake); worker-1 has none: booted by hand, still flipped on join.
-    site.inventory.write_text(doc.replace(
-        "  mac: b8:ce:f6:10:33:44\n",
-        f"  mac: b8:ce:f6:10:33:44\n  bmc: {{address: '{ami.url}', credentials_file: {creds.name}, "
-        f"verify_tls: '{tls.ca_file}', timeout: 5.0}}\n"))
-    assert runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out)]).exit_code == 0
+    site = pushed_site_with_bmc(runner, tmp_path, example_dir, tls, ami)
     inv = load_inventory(site.inventory)
     assert inv.nodes[4].bmc is not None
     answers = iter([(False, "connection refused"), (False, "connection refused"), (True, "200 OK")])

@@ -26,6 +26,7 @@ from upi.facts.freshness import EXPIRED_AFTER, Freshness, ignition_freshness
 from upi.installer import Installer, locate, pull_secret_fragments, version_warnings
 from upi.inventory import Inventory, load_inventory
 from upi.render import PUBLIC, SECRET, RenderedFile, install_config_yaml
+from upi.safefs import read_named_text
 from upi.writer import write_tree
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def make_ignition(
     for warning in _make_assets(assets):
         on_warning(warning)
     moved = _clear_old_install(assets, force=force, clock=clock)
-    secret = inv.resolve(inv.cluster.pull_secret_file).read_text()
+    secret = read_named_text(inv.resolve(inv.cluster.pull_secret_file))  # never hangs on a FIFO
     run = Installer(binary, assets, pull_secret_fragments(secret))
     version = run.version()
     for warning in [*version_warnings(inv, version), *_fips_warnings(inv)]:

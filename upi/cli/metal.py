@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from upi.cli.base import InventoryArg, JsonOpt, app
+from upi.cli.base import InventoryArg, JsonOpt, app, duration_option
 
 DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Read each BMC and print what would be sent; change nothing.")]
@@ -51,13 +52,36 @@ def boot_metal(
         show_default=False)] = None,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
+    watch: Annotated[bool, typer.Option(
+        "--watch", help="Then follow each node until its Node registers, and flip its PXE file "
+        "to local boot (needs -o and a kubeconfig).")] = False,
+    kubeconfig: Annotated[Path | None, typer.Option(
+        "--kubeconfig", metavar="PATH", show_default=False,
+        help="With --watch: the cluster's kubeconfig (default: KUBECONFIG, then ASSETS/auth/kubeconfig).")]
+    = None,
+    assets: Annotated[Path | None, typer.Option(
+        "--dir", metavar="ASSETS", show_default=False,
+        help="With --watch: openshift-install's assets directory (default: none).")] = None,
+    render_dir: Annotated[Path | None, typer.Option(
+        "-o", "--output", metavar="DIR", show_default=False,
+        help="With --watch: the render dir whose PXE files are flipped and pushed (default: none).")]
+    = None,
+    timeout: Annotated[float, duration_option(
+        "--timeout", unit="m", default=3600, help="With --watch: give up on a node after this long")]
+    = 3600,
+    poll: Annotated[float, duration_option(
+        "--poll", unit="s", default=10.0, help="With --watch: how often to look at the cluster")] = 10.0,
 ) -> None:
     """Network-boot bare-metal nodes once: one-time UEFI PXE, then power on or force restart.
 
     The boot override goes to the BMC's settings object with its ETag where
     one is advertised (DGX/AMI), and is read back before the reset; nodes are
     handled in parallel. Secure Boot on is warned about (the GPU step needs it off).
+    With --watch, each node is followed until its Node registers; its per-MAC
+    PXE file is then flipped to local boot and pushed (docs/metal.md).
     """
-    from upi.commands.metal import boot_metal_command
+    from upi.commands.metal import boot_metal_command, watch_options
 
-    boot_metal_command(inventory, nodes or [], dry_run=dry_run, as_json=as_json)
+    follow = watch_options(watch=watch, dry_run=dry_run, kubeconfig=kubeconfig, assets=assets,
+                           render_dir=render_dir, timeout=timeout, poll=poll)
+    boot_metal_command(inventory, nodes or [], dry_run=dry_run, as_json=as_json, watch=follow)

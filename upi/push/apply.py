@@ -180,12 +180,13 @@ def discard(t: Transport, items: list[Item]) -> None:
 
 def commit(t: Transport, plan: TargetPlan, changed: list[tuple[Item, FileStatus]],
            result: PushResult) -> None:
-    """Keep one backup, rename into place, relabel under SELinux, reload if a config changed."""
-    for item, status in changed:
-        if item.backup and status.status == "changed":
-            # -P: link the file itself; -T: never into a directory planted at the name.
-            _check(t, ["ln", "-fPT", "--", item.dest, item.backup], f"backing up {item.dest}")
-        _check(t, ["mv", "-fT", "--", item.staged, item.dest], f"installing {item.dest}")
+    """Keep one backup, rename into place, relabel under SELinux, reload if a config changed.
+
+    If a backup or a rename fails, the files this target already replaced are
+    put back (from their kept copies) and the rest of its staged copies
+    removed: the host is left as it was.
+    """
+    _replace_all(t, changed)
     dests = [item.dest for item, _ in changed]
     if t.run(["selinuxenabled"]).returncode == 0:
         argv = ["restorecon", "--", *dests]
@@ -196,6 +197,42 @@ def commit(t: Transport, plan: TargetPlan, changed: list[tuple[Item, FileStatus]
         if res.returncode != 0:
             raise PushError(f"{t.name}: the new files are in place but `{' '.join(plan.reload)}` "
                             f"failed (exit {res.returncode}):\n" + _output(res.stdout, res.stderr))
+
+
+def _replace_all(t: Transport, changed: list[tuple[Item, FileStatus]]) -> None:
+    done: list[tuple[Item, bool]] = []  # (item, whether the old file was kept)
+    try:
+        for item, status in changed:
+            kept = status.status == "changed"
+            if kept:
+                # -P: link the file itself; -T: never into a directory planted at the name.
+                _check(t, ["ln", "-fPT", "--", item.dest, item.keep], f"keeping {item.dest}")
+            try:
+                _check(t, ["mv", "-fT", "--", item.staged, item.dest], f"installing {item.dest}")
+            except UpiError:
+                if kept:  # the old file is still in place: its kept copy goes
+                    with contextlib.suppress(UpiError, OSError):
+                        t.run(["rm", "-f", "--", item.keep])
+                raise
+            done.append((item, kept))
+    except UpiError as exc:
+        _put_back(t, done)
+        discard(t, [item for item, _ in changed][len(done):])
+        raise PushError(f"{exc} The {len(done)} file(s) already replaced on {t.name} were put back; "
+                        "nothing reloaded.") from None
+    transient = [item.keep for item, kept in done if kept and item.backup is None]
+    if transient:
+        t.run(["rm", "-f", "--", *transient])
+
+
+def _put_back(t: Transport, done: list[tuple[Item, bool]]) -> None:
+    """Undo renames (best effort: the push has already failed)."""
+    for item, kept in reversed(done):
+        with contextlib.suppress(UpiError, OSError):
+            if kept:
+                t.run(["mv", "-fT", "--", item.keep, item.dest])
+            else:
+                t.run(["rm", "-f", "--", item.dest])
 
 
 def planned_steps(plan: TargetPlan, host: str, changed: list[tuple[Item, FileStatus]]) -> list[Step]:

@@ -101,6 +101,15 @@ class Item:
         """Where the replaced file is kept (one generation); none for the HTTP tree."""
         return None if self.kind == "http" else self._beside("upi-backup")
 
+    @property
+    def keep(self) -> str:
+        """Where the replaced file is kept while the target's files are renamed into place.
+
+        The backup; for the HTTP tree a hidden copy removed once every file is
+        in place (it exists only to put the old file back if a rename fails).
+        """
+        return self.backup or self._beside("upi-old")
+
 
 @dataclass(frozen=True)
 class TargetPlan:

@@ -17,13 +17,12 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
-from upi.errors import UpiError
 from upi.installed import installed_nodes, load_record
 from upi.inventory.model import Inventory, Machine, Node
+from upi.localboot import JoinHooks
 
 MCS_PORT = 22623
 POLL = 10.0
@@ -75,20 +74,14 @@ def mcs_probe(inv: Inventory, assets: Path, *, address: str | None = None, port:
     return probe
 
 
-@dataclass
-class MetalHooks:
-    """What the helper reports to (upi wait's display), and how it learns which Nodes exist."""
-
-    note: Callable[[str], None]
-    warn: Callable[[str], None]
-    registered: Callable[[], set[str]]
+MetalHooks = JoinHooks  # what the helper reports to (upi wait's display), and which Nodes exist
 
 
 def run_metal(inventory: Path, inv: Inventory, render_dir: Path | None, hooks: MetalHooks, probe: Probe,
               stop: threading.Event, *, boot: bool = True, poll: float = POLL) -> None:
     """Wait for the MCS, boot the metal workers with a BMC, then flip each one's PXE file as it joins."""
     from upi.bmc import boot_metal
-    from upi.localboot import flip_to_disk
+    from upi.localboot import flip_as_they_join
 
     workers = metal_workers(inv)
     done = installed_nodes(inv, load_record(render_dir))[0] if render_dir else frozenset()
@@ -116,29 +109,4 @@ def run_metal(inventory: Path, inv: Inventory, render_dir: Path | None, hooks: M
         hooks.warn("no render dir (-o): the PXE files of " + ", ".join(pending) + " are not flipped "
                    "to local boot as they join; run `upi render --installed NODE` and `upi push`")
         return
-    _flip_as_they_join(inventory, inv, render_dir, pending, hooks, stop, poll, flip_to_disk)
-
-
-def _flip_as_they_join(inventory: Path, inv: Inventory, render_dir: Path, pending: list[str],
-                       hooks: MetalHooks, stop: threading.Event, poll: float,
-                       flip: Callable[..., object]) -> None:
-    domain = inv.cluster.domain
-    left = list(pending)
-    while left and not stop.is_set():
-        try:
-            seen = hooks.registered()
-        except Exception:  # noqa: BLE001 - an API not answering yet is the normal start; look again
-            seen = set()
-        joined = [n for n in left if n in seen or f"{n}.{domain}" in seen]
-        if joined:
-            try:
-                flipped = flip(inventory, inv, render_dir, joined, how="Node registered")
-            except UpiError as exc:
-                hooks.warn(f"flipping the PXE files of {', '.join(joined)} to local boot failed: {exc}; "
-                           "will try again")
-            else:
-                pushed = "; ".join(getattr(flipped, "pushed", [])) or "nothing to push"
-                hooks.note(f"{', '.join(joined)} joined: PXE file boots its disk from now on ({pushed})")
-                left = [n for n in left if n not in joined]
-                continue
-        stop.wait(poll)
+    flip_as_they_join(inventory, inv, render_dir, pending, hooks, stop, poll=poll)

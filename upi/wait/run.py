@@ -16,6 +16,7 @@ from upi.ignition import ignition_status
 from upi.installer import Installer, locate, pull_secret_fragments
 from upi.inventory import Inventory, load_inventory
 from upi.inventory.model import Machine
+from upi.safefs import read_named_text
 from upi.wait.display import WaitDisplay
 from upi.wait.driver import WaitFailed, WaitHooks, WaitInterrupted, WaitOptions, WaitResult, run_wait
 from upi.wait.kubeconfig import check_copy
@@ -214,7 +215,7 @@ def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
     binary = locate(req.installer, version=inv.cluster.openshift_version)
     state = load_state(req.assets)
     preflight(req, state, display)
-    secret = inv.resolve(inv.cluster.pull_secret_file).read_text()
+    secret = read_named_text(inv.resolve(inv.cluster.pull_secret_file))  # never hangs on a FIFO
     installer = Installer(binary, req.assets, pull_secret_fragments(secret))
     deadline = None if req.deadline_minutes is None else req.deadline_minutes * 60
     opts = WaitOptions(req.assets, keep_bootstrap=req.keep_bootstrap, retry_pause=req.retry_pause,
