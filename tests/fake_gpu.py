@@ -100,6 +100,8 @@ class FakeGpuCluster:
         self.validation_pods: list[Obj] = []
         self._csv_age: dict[str, int] = {}
         self._mig_seen: dict[str, str] = {}
+        self._mig_lag: dict[str, int] = {}
+        self.mig_lag = 0  # controller runs before the MIG manager notices a changed profile
         self._seed()
         self.api.controllers += [self._olm, self._nfd, self._gpu_operator, self._pods]
 
@@ -431,6 +433,15 @@ class FakeGpuCluster:
         if not profile or profile == "all-disabled":
             return
         if self._mig_seen.get(sim.name) != profile:  # a new layout: the manager starts on it
+            lag = self._mig_lag.get(sim.name, 0)
+            if lag < self.mig_lag:  # not noticed yet: the node keeps its old layout and state
+                self._mig_lag[sim.name] = lag + 1
+                labels.update({k: v for k, v in current.items()
+                               if k in ("nvidia.com/gpu.product", "nvidia.com/mig.config.state")})
+                allocatable.update({k: v for k, v in node["status"]["allocatable"].items()
+                                    if k.startswith("nvidia.com/")})
+                return
+            self._mig_lag.pop(sim.name, None)
             self._mig_seen[sim.name] = profile
             labels["nvidia.com/mig.config.state"] = "pending"
             return

@@ -131,3 +131,27 @@ def test_check_tftp_with_no_server_fails_fast(runner, tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert time.monotonic() - start < 20
     assert all(r["verdict"] == "fail" for r in json.loads(result.stdout)["checks"])
+
+
+def test_with_a_render_dir_kernel_and_initramfs_must_equal_the_staged_copies(runner, tmp_path: Path) -> None:
+    """-o DIR: the served kernel/initramfs are compared (sha256) with DIR/tftp/, as `upi images` left them."""
+    root, extra = tftp_root(tmp_path, runner)
+    inv = load_inventory(inventory_path("dgxpod"))
+    entry = boot_entries(inv)[0]
+    staged = tmp_path / "out"  # the render dir tftp_root() rendered into
+    (staged / "tftp" / entry.kernel).parent.mkdir(parents=True, exist_ok=True)
+    (staged / "tftp" / entry.kernel).write_bytes(extra[entry.kernel])  # the same bytes
+    (staged / "tftp" / entry.initrd).write_bytes(b"a newer initramfs that was never pushed")
+    with serve_tftp(root, tmp_path) as lab:
+        same = lab.inside(lambda: _check(runner, "-o", str(staged), server=lab_ip()))
+        (staged / "tftp" / entry.kernel).unlink()
+        gone = lab.inside(lambda: _check(runner, "-o", str(staged), server=lab_ip()))
+    rows = {r["check"]: r for r in json.loads(same.stdout)["checks"]}
+    assert same.exit_code == 1
+    assert rows[f"TFTP {entry.kernel}"]["verdict"] == "pass"
+    assert rows[f"TFTP {entry.kernel}"]["expected"].startswith("as staged (sha256 ")
+    assert rows[f"TFTP {entry.initrd}"]["verdict"] == "fail"
+    assert "not the copy `upi images` staged" in rows[f"TFTP {entry.initrd}"]["fix"]
+    bad = {r["check"]: r for r in json.loads(gone.stdout)["checks"] if r["verdict"] == "fail"}
+    assert set(bad) == {f"TFTP {entry.kernel}", f"TFTP {entry.initrd}"}
+    assert "is missing or not a regular file: run `upi images`" in bad[f"TFTP {entry.kernel}"]["fix"]

@@ -96,3 +96,22 @@ def test_all_disabled_is_applied_but_checked_as_whole_gpus(runner, tmp_path: Pat
     assert (fake.api.get("v1", "Node", "worker-0") or {})["metadata"]["labels"][MIG] == "all-disabled"
     row = next(n for n in json.loads(result.stdout)["nodes"] if n["node"] == "worker-0")
     assert (row["allocatable"], row["resource"]) == (8, "nvidia.com/gpu")
+
+
+def test_a_new_profile_waits_for_the_new_layout_not_the_old_state(runner, tmp_path: Path) -> None:
+    fake = start_cluster(tmp_path)
+    try:
+        first = runner.invoke(app, gpu_args(_with_mig(tmp_path, "all-1g.10gb"), fake, "--json"))
+        assert first.exit_code == 0, first.output
+        fake.mig_lag = 20  # the MIG manager notices the new label only after a while
+        result = runner.invoke(app, gpu_args(_with_mig(tmp_path, "all-3g.40gb"), fake, "--json"))
+    finally:
+        fake.stop()
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert {"object": "Node worker-0", "action": "MIG profile all-1g.10gb -> all-3g.40gb"} in doc["changes"]
+    row = next(n for n in doc["nodes"] if n["node"] == "worker-0")
+    assert (row["mig"], row["allocatable"]) == ("all-3g.40gb", 16)  # not the old layout's 56
+    node = fake.api.get("v1", "Node", "worker-0") or {}
+    assert node["metadata"]["labels"]["nvidia.com/mig.config.state"] == "success"
+    assert fake.api.schema_violations == [] and fake.api.controller_errors == []

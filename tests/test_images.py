@@ -24,6 +24,7 @@ import pytest
 from certs import Issued, issue, make_ca
 from check_helpers import free_port
 from conftest import require
+from pushkit import make_site
 
 from upi.cli import app
 from upi.images.fetch import DirSource
@@ -326,3 +327,27 @@ def test_an_https_mirror_is_trusted_only_through_the_system_ca_store(
     assert "CERTIFICATE_VERIFY_FAILED" in refused.stderr and url in refused.stderr
     assert trusted.exit_code == 0, trusted.output
     assert (tmp_path / "out/http/rhcos" / NAMES["rootfs"]).read_bytes() == fake_bytes(NAMES["rootfs"])
+
+
+def test_push_publishes_the_staged_files_to_the_tftp_and_http_roots(
+        runner, example_dir: Path, tmp_path: Path, fake_openshift_install: Path) -> None:
+    """End to end with a `local: true` provisioner: render, images, push (tests/pushkit.py)."""
+    require("dnsmasq")
+    require("haproxy")
+    site = make_site(tmp_path, example_dir, runner, {"local": True})
+    text = site.inventory.read_text()
+    for key, old in OLD.items():
+        text = text.replace(old, NAMES[key])
+    site.inventory.write_text(text)
+    assert runner.invoke(app, ["render", str(site.inventory), "-o", str(site.out)]).exit_code == 0
+    src = mirror(tmp_path, {n: fake_bytes(n) for n in NAMES.values()}) / "rhcos/4.19"
+    staged = run_images(runner, site.inventory, site.out, str(src))
+    assert staged.exit_code == 0, staged.output
+    pushed = runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out), "--json"])
+    assert pushed.exit_code == 0, pushed.output
+    tftp, http = site.root / "var/lib/tftpboot/rhcos", site.root / "var/www/html/rhcos"
+    for key, name in NAMES.items():
+        assert (http / name).read_bytes() == fake_bytes(name)
+        assert (tftp / name).exists() == (key != "rootfs")
+    assert (tftp / NAMES["kernel"]).read_bytes() == fake_bytes(NAMES["kernel"])
+    assert not (site.root / "var/www/html/.upi-partial").exists()

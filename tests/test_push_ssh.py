@@ -155,6 +155,22 @@ def test_a_command_that_runs_too_long_is_stopped(tmp_path, sshd) -> None:
     t.close()
 
 
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_host_that_answers_without_end_is_cut_off(tmp_path, sshd, stream: str) -> None:
+    # A broken or hostile host printing forever: upi keeps at most OUTPUT_CAP of it in memory.
+    from upi.remote import RemoteError
+    from upi.remote.ssh import OUTPUT_CAP
+
+    t = _transport(sshd, tmp_path)
+    redirect = "" if stream == "stdout" else " 1>&2"
+    with pytest.raises(RemoteError, match="printed more than 4 MiB; output dropped"):
+        t.run(["sh", "-c", f"yes{redirect}"], timeout=60)
+    assert OUTPUT_CAP == 4 * 1024 * 1024
+    # The connection stays usable for the next command.
+    assert t.run(["echo", "after"]).stdout == "after\n"
+    t.close()
+
+
 def test_a_large_rhcos_file_is_streamed_intact(runner, tmp_path, example_dir, sshd) -> None:
     site = _site(tmp_path, example_dir, runner, sshd)
     rootfs = site.out / "http" / "rhcos" / "rhcos-live-rootfs.x86_64.img"

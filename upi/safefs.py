@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -320,6 +321,15 @@ def read_fd(fd: int, limit: int | None, where: Path) -> bytes:
     while chunk := os.read(fd, 1 << 20):
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def sha256_fd(fd: int) -> tuple[str, int]:
+    """sha256 (hex) and size of what is left to read at `fd`, read in 1 MiB chunks."""
+    digest, size = hashlib.sha256(), 0
+    while chunk := os.read(fd, 1 << 20):
+        digest.update(chunk)
+        size += len(chunk)
+    return digest.hexdigest(), size
 
 
 def kind_of(mode: int) -> str:

@@ -83,7 +83,10 @@ def redirect(url: str, base: str, server: str | None, port: int | None) -> str:
 
 def content_length(value: str | None) -> int | None:
     """A Content-Length header as a number; None when absent or not plain digits."""
-    return int(value) if value is not None and _LENGTH.fullmatch(value.strip()) else None
+    if value is None:
+        return None
+    digits = value.strip(" \t")  # HTTP's optional whitespace only: str.strip() also eats \x1f
+    return int(digits) if _LENGTH.fullmatch(digits) else None
 
 
 def last_modified(value: str) -> datetime | None:

@@ -28,6 +28,7 @@ class CheckOptions:
     concurrency: int = 64
     tftp_server: str | None = None
     tftp_port: int = 69
+    tftp_staged: Path | None = None  # render dir: kernel/initramfs must equal its tftp/ copies
 
 
 def run_checks(area: Area, inventory: Path, opts: CheckOptions) -> Report:
@@ -65,5 +66,5 @@ def run_checks(area: Area, inventory: Path, opts: CheckOptions) -> Report:
 
         report.extend(check_tftp(inv, server=opts.tftp_server, port=opts.tftp_port,
                                  timeout=opts.timeout, retries=opts.retries,
-                                 workers=min(opts.concurrency, 8)))
+                                 workers=min(opts.concurrency, 8), render_dir=opts.tftp_staged))
     return report

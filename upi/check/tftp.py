@@ -2,21 +2,27 @@
 
 Every per-MAC boot file must come back byte for byte as `upi render`
 writes it; the boot loaders the nodes' firmware asks DHCP for, and the
-kernel and initramfs each boot file names, must come back with content.
+kernel and initramfs each boot file names, must come back with content,
+and with `-o DIR` equal to the copies `upi images` staged in DIR/tftp/
+(sha256: the whole file is read over TFTP anyway).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from upi.check.report import CheckResult
 from upi.check.tftpclient import TftpError, tftp_get
+from upi.errors import UpiError
 from upi.facts.boot import GRUB_IMAGE, PXELINUX_IMAGE
 from upi.inventory import Inventory
 from upi.inventory.model import Firmware
+from upi.safefs import Tree, relpath, sha256_fd, shown
 
 AREA = "tftp"
 TFTP_PORT = 69
@@ -31,10 +37,33 @@ class Wanted:
     what: str
     content: bytes | None = None
     installed: bytes | None = None  # the same per-MAC file once its node is installed (boots disk)
+    sha256: str | None = None  # kernel/initramfs with -o DIR: the copy `upi images` staged there
+    unstaged: str = ""  # why that copy cannot be compared
 
 
-def wanted(inv: Inventory) -> list[Wanted]:
-    """Boot loaders, then every per-MAC file (with its rendered bytes), then kernels and initramfs."""
+def staged_sha256(render_dir: Path, rel: str) -> tuple[str | None, str]:
+    """sha256 of `render_dir/tftp/rel`, reached without following a link; (None, why) otherwise."""
+    where = f"{shown(render_dir)}/tftp/{rel}"
+    if relpath(rel) is None:
+        return None, f"{where} is not a plain path below tftp/"
+    try:
+        with Tree.open(render_dir) as tree:
+            fd = tree.open_read(f"tftp/{rel}")
+            if fd is None:
+                return None, f"{where} is missing or not a regular file: run `upi images`"
+            try:
+                return sha256_fd(fd)[0], ""
+            finally:
+                os.close(fd)
+    except (OSError, UpiError) as exc:
+        return None, f"{where}: {getattr(exc, 'strerror', None) or exc}"
+
+
+def wanted(inv: Inventory, render_dir: Path | None = None) -> list[Wanted]:
+    """Boot loaders, then every per-MAC file (with its rendered bytes), then kernels and initramfs.
+
+    With `render_dir`, each kernel and initramfs must also equal its copy in render_dir/tftp/.
+    """
     from upi.facts import boot_entries
     from upi.render import boot_file, boot_files
 
@@ -54,7 +83,8 @@ def wanted(inv: Inventory) -> list[Wanted]:
         for path, what in ((e.kernel, "kernel"), (e.initrd, "initramfs")):
             if path not in seen:
                 seen.add(path)
-                out.append(Wanted(path, what))
+                sha, why = staged_sha256(render_dir, path) if render_dir else (None, "")
+                out.append(Wanted(path, what, sha256=sha, unstaged=why))
     return out
 
 
@@ -70,6 +100,10 @@ def _probe(w: Wanted, server: str, port: int, timeout: float, retries: int) -> C
 
     label = f"TFTP {w.path}"
     expected = f"as rendered ({len(w.content):,} bytes)" if w.content is not None else "with content"
+    if w.sha256:
+        expected = f"as staged (sha256 {w.sha256[:12]})"
+    if w.unstaged:
+        return CheckResult(AREA, label, "as staged", "nothing to compare with", "fail", w.unstaged)
     try:
         size = tftp_get(server, port, w.path, sink, timeout=timeout, retries=retries)
     except TftpError as exc:
@@ -85,6 +119,10 @@ def _probe(w: Wanted, server: str, port: int, timeout: float, retries: int) -> C
     if size == 0:
         return CheckResult(AREA, label, expected, "empty", "fail",
                            f"{w.path} ({w.what}) is empty on the server")
+    if w.sha256 and digest.hexdigest() != w.sha256:
+        return CheckResult(AREA, label, expected, f"sha256 {digest.hexdigest()[:12]} ({size:,} bytes)",
+                           "fail", f"{w.path} ({w.what}) on the server is not the copy `upi images` "
+                           "staged: run `upi push`")
     got = "same" if w.content is not None else f"{size:,} bytes, sha256 {digest.hexdigest()[:12]}"
     if disk:
         got = "installed: boots its disk"
@@ -93,8 +131,9 @@ def _probe(w: Wanted, server: str, port: int, timeout: float, retries: int) -> C
 
 def check_tftp(inv: Inventory, *, server: str | None = None, port: int = TFTP_PORT,
                timeout: float = 2.0, retries: int = 3, workers: int = 8,
-               progress: Callable[[int], None] = lambda _n: None) -> list[CheckResult]:
-    """Fetch every file of `wanted(inv)` from `server` (default: the provisioner)."""
+               progress: Callable[[int], None] = lambda _n: None,
+               render_dir: Path | None = None) -> list[CheckResult]:
+    """Fetch every file of `wanted(inv, render_dir)` from `server` (default: the provisioner)."""
     host = server or str(inv.provisioner.ip)
 
     def one(w: Wanted) -> CheckResult:
@@ -103,4 +142,4 @@ def check_tftp(inv: Inventory, *, server: str | None = None, port: int = TFTP_PO
         return row
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(one, wanted(inv)))
+        return list(pool.map(one, wanted(inv, render_dir)))

@@ -164,11 +164,16 @@ def check_http(
 @check_app.command(
     "tftp",
     epilog="\b\nExamples:\n  upi check tftp inventories/dgxpod.yaml\n"
-    "  upi check tftp inventories/dgxpod.yaml --server 10.33.3.18 --json",
+    "  upi check tftp inventories/dgxpod.yaml --server 10.33.3.18 --json\n"
+    "  upi check tftp inventories/dgxpod.yaml -o out/dgxpod    # kernel/initramfs as staged",
 )
 def check_tftp(
     inventory: InventoryArg,
     server: ServerOpt = None,
+    render_dir: Annotated[Path | None, typer.Option(
+        "-o", "--output", metavar="DIR",
+        help="Render dir: the kernel and initramfs must equal (sha256) the copies `upi images` "
+        "staged in its tftp/ (default: only checked for content).", show_default=False)] = None,
     port: Annotated[int, typer.Option("--port", min=1, max=65535, metavar="PORT", help="TFTP port.")] = 69,
     as_json: JsonOpt = False,
     timeout: Annotated[float, duration_option("--timeout", unit="s", default=2.0, minimum=0.05,
@@ -180,8 +185,12 @@ def check_tftp(
 
     Per-MAC files must equal the render byte for byte (docs/check.md).
     """
+    from upi.errors import UsageError
+
+    if render_dir is not None and not render_dir.is_dir():
+        raise UsageError(f"-o {render_dir}: not a directory (the render directory of this inventory)")
     _check("tftp", inventory, as_json, tftp_server=server, tftp_port=port, timeout=timeout,
-           retries=retries)
+           retries=retries, tftp_staged=render_dir)
 
 
 @check_app.command(

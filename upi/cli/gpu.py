@@ -42,11 +42,13 @@ def gpu(
     Pre-flight checks (each with its fix), then through OLM with server-side
     apply: NFD, the GPU Operator (only the chosen CSV's InstallPlan is
     approved), the NodeFeatureDiscovery and the ClusterPolicy from the CSVs'
-    examples plus the inventory's overrides. Then every `gpu: true` node must
+    examples plus the inventory's overrides, and each `mig_config` as the
+    node's nvidia.com/mig.config label. Then every `gpu: true` node must
     show the NVIDIA PCI label, nvidia.com/gpu.present, its product and
-    allocatable nvidia.com/gpu equal to `gpus`, and run one validation pod
-    that logs the success line. Exit 0 only when every GPU node is verified;
-    1 with a diagnosis; 2 for bad input. A second run changes nothing.
+    allocatable nvidia.com/gpu equal to `gpus` (a MIG node: at least one MIG
+    device per GPU), and run one validation pod that logs the success line.
+    Exit 0 only when every GPU node is verified; 1 with a diagnosis; 2 for
+    bad input. A second run changes nothing.
     """
     from upi.commands.gpu import gpu_command
 

@@ -47,9 +47,27 @@ def gpu_on_cluster(inv: Inventory, kubeconfig: Path | None, reporter: Reporter, 
     # Labels follow ClusterPolicy ready within seconds; give them 30 looks before judging.
     clock = Clock(timeout_minutes * 60, poll=poll, settle=30 * poll)
     try:
-        return run_gpu(inv, Kube(conn), clock, reporter, dry_run=dry_run)
+        return run_gpu(inv, Kube(conn), clock, reporter, dry_run=dry_run,
+                       before_install=secure_boot_warning)
     finally:
         conn.close()
+
+
+def secure_boot_warning(inv: Inventory, reporter: Reporter) -> None:
+    """Warn about GPU nodes whose BMC reports Secure Boot on, before the operators go in.
+
+    Secure Boot keeps the unsigned NVIDIA driver from loading. Only nodes with a bmc section
+    are asked; a BMC that cannot be asked is a warning too, never a stop.
+    """
+    from upi.bmc.flow import power  # sushy only when a GPU node has a BMC
+    from upi.inventory.model import Machine
+
+    names = [n.name for n in inv.nodes if n.gpu and n.bmc is not None and n.machine_kind is Machine.metal]
+    if not names:
+        return
+    result = power(inv, names, None, warn=reporter.warn)
+    for name, error in result.errors.items():
+        reporter.warn(f"{name}: Secure Boot not checked ({error})")
 
 
 def show(report: GpuReport, *, as_json: bool) -> None:

@@ -20,7 +20,7 @@ from upi.gpu.install import (
     wait_policy_ready,
 )
 from upi.gpu.kube import Kube
-from upi.gpu.mig import wait_mig
+from upi.gpu.mig import relabel, wait_mig
 from upi.gpu.objects import Obj, dump, packages
 from upi.gpu.preflight import Check, preflight
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
@@ -152,6 +152,7 @@ def _run(
         csvs.append(install_operator(kube, pkg, cat_ns, clock, report.changes, reporter))
         reporter.stage(stage, "done")
     reporter.stage("operands", "started")
+    relabel(kube, inv, report.changes, reporter)
     apply_all(kube, instances(inv, csvs[0], csvs[1]), report.changes, reporter)
     reporter.stage("operands", "done")
     reporter.stage("ClusterPolicy ready", "started")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from upi.gpu.kube import Kube
 from upi.gpu.objects import Obj
-from upi.gpu.steps import Clock, Diagnosis, GpuFailed, Reporter
+from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
 from upi.inventory.model import Inventory, Node
 
 CONFIG_LABEL = "nvidia.com/mig.config"
@@ -33,6 +33,23 @@ def mig_labels(inv: Inventory) -> list[Obj]:
         for n in inv.nodes
         if n.gpu and n.mig_config
     ]
+
+
+def relabel(kube: Kube, inv: Inventory, changes: list[Change], reporter: Reporter) -> None:
+    """A node moving to another MIG profile: the new profile and no state, in one write.
+
+    Its `nvidia.com/mig.config.state` still says `success` for the old layout
+    until the MIG manager notices the change; left in place, waiting for
+    `success` would end at once on the old layout.
+    """
+    for obj in mig_labels(inv):
+        name, want = obj["metadata"]["name"], obj["metadata"]["labels"][CONFIG_LABEL]
+        labels = _labels(kube, name)
+        if labels.get(CONFIG_LABEL) not in (None, want) and STATE_LABEL in labels:
+            patch = {"metadata": {"labels": {CONFIG_LABEL: want, STATE_LABEL: None}}}
+            kube.merge_patch("v1", "Node", name, None, patch)
+            changes.append(Change(f"Node {name}", f"MIG profile {labels[CONFIG_LABEL]} -> {want}"))
+            reporter.note(f"Node {name}: MIG profile {labels[CONFIG_LABEL]} -> {want}")
 
 
 def offered(allocatable: dict[str, str]) -> dict[str, int]:

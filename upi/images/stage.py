@@ -26,7 +26,7 @@ from upi.images.fetch import SUMS, FetchFailed, Source, parse_sums
 from upi.images.stream import Stream
 from upi.inventory.model import Inventory
 from upi.render import MANIFEST, PUBLIC
-from upi.safefs import Tree, relpath, write_all
+from upi.safefs import Tree, relpath, sha256_fd, write_all
 from upi.writer import locked, manifest_images, read_manifest, recover
 
 KEYS = ("kernel", "initramfs", "rootfs", "image")
@@ -131,14 +131,6 @@ def expected_sums(wanted: list[Wanted], stream: Stream, source: Source) -> tuple
     return sums, notes
 
 
-def _hash_fd(fd: int) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    while chunk := os.read(fd, 1 << 20):
-        digest.update(chunk)
-        size += len(chunk)
-    return digest.hexdigest(), size
-
-
 def _holds(tree: Tree, rel: str, sha: str, recorded: dict[str, dict[str, Any]]) -> bool:
     """`rel` is a regular file with digest `sha` (trusting the manifest when size agrees)."""
     st = tree.lstat(rel)
@@ -151,7 +143,7 @@ def _holds(tree: Tree, rel: str, sha: str, recorded: dict[str, dict[str, Any]]) 
     if fd is None:
         return False
     try:
-        return _hash_fd(fd)[0] == sha
+        return sha256_fd(fd)[0] == sha
     finally:
         os.close(fd)
 

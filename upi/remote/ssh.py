@@ -24,7 +24,17 @@ DROPPED = (EOFError, ConnectionError, paramiko.SSHException)
 PRELUDE = f'export LC_ALL=C PATH="$PATH:{":".join(SBIN_DIRS)}"; exec '
 
 
+# What a remote command may print on each stream: upi runs checks (haproxy -c, dnsmasq
+# --test, sha256sum, systemctl) whose output is a few KiB; a host answering with more is
+# broken or hostile, and is not kept in memory.
+OUTPUT_CAP = 4 * 1024 * 1024
+
+
 class _Timeout(Exception):
+    pass
+
+
+class _TooMuch(Exception):
     pass
 
 
@@ -33,11 +43,15 @@ def remote_command(argv: Sequence[str]) -> str:
     return PRELUDE + shlex.join(argv)
 
 
-def _collect(chan: paramiko.Channel, timeout: float) -> tuple[int, bytes, bytes]:
-    """Read stdout and stderr until the command exits, or raise _Timeout at `timeout`."""
+def _collect(chan: paramiko.Channel, timeout: float,
+             cap: int = OUTPUT_CAP) -> tuple[int, bytes, bytes]:
+    """Read stdout and stderr until the command exits; _Timeout at `timeout`, _TooMuch past `cap`."""
     deadline = time.monotonic() + timeout
     out, err = bytearray(), bytearray()
     while True:
+        if len(out) > cap or len(err) > cap:
+            chan.close()
+            raise _TooMuch
         if chan.recv_ready():
             out += chan.recv(65536)
         elif chan.recv_stderr_ready():
@@ -131,6 +145,9 @@ class SshTransport:
             return self._retrying(argv[0], op)
         except _Timeout:
             raise RemoteError(f"{self.name}: `{shlex.join(argv)}` timed out after {limit:g} s") from None
+        except _TooMuch:
+            raise RemoteError(f"{self.name}: `{shlex.join(argv)}` printed more than "
+                              f"{OUTPUT_CAP // (1024 * 1024)} MiB; output dropped") from None
 
     def write_file(self, path: str, content: Content, mode: int) -> None:
         """Upload over SFTP into a new file (O_EXCL: never through a link planted at `path`).
