@@ -55,6 +55,12 @@ http {{
 """
 
 
+@pytest.fixture(autouse=True)
+def _no_ambient_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KUBECONFIG from the environment would add a real cluster to every status here."""
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+
+
 def _status(runner, *args: str):
     result = runner.invoke(app, ["status", INVENTORY, *args])
     doc = json.loads(result.stdout) if "--json" in args else None
