@@ -195,6 +195,7 @@ class Lab:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     taps: int = 0
     created: bool = False
+    logs: list[Path] = field(default_factory=list)  # links into `public`, made files at close
     # dnsmasq drops to `nobody` as the rendered files say: what it serves must be readable by
     # all, and pytest's directories are not (0700). Files it serves are copied here.
     public: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="upi-lab-")))
@@ -233,6 +234,11 @@ class Lab:
         if self.created:
             run(["ip", "netns", "delete", self.ns], timeout=10, check=False)
             self.created = False
+        for link in self.logs:  # the tests read them after the lab is gone
+            target = link.resolve()
+            link.unlink()
+            if target.exists():
+                shutil.copyfile(target, link)
         shutil.rmtree(self.public, ignore_errors=True)
 
     def spawn(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -244,10 +250,23 @@ class Lab:
         return proc
 
     def start_dnsmasq(self, dnsmasq: str, argv: list[str], log: Path, ready: str = "TFTP root is",
-                      out: str = "dnsmasq.out") -> subprocess.Popen[bytes]:
-        """Run dnsmasq with `argv`; return once its log shows `ready`, else raise with its output."""
-        proc = self.spawn([dnsmasq, "--keep-in-foreground", "--pid-file=", f"--log-facility={log}",
-                           *argv], self.workdir / out)
+                      out: str = "dnsmasq.out", log_dir: tuple[Path, Path] | None = None
+                      ) -> subprocess.Popen[bytes]:
+        """Run dnsmasq with `argv`; return once its log shows `ready`, else raise with its output.
+
+        `log_dir` (site directory, test directory): the configuration names its own
+        log file (`log-facility`, which beats the command line), so the test's
+        directory is bind-mounted over the site's one in dnsmasq's own mount
+        namespace (`ip netns exec` gives it one); the machine's is never written.
+        """
+        if log_dir is None:
+            argv = [dnsmasq, "--keep-in-foreground", "--pid-file=", f"--log-facility={log}", *argv]
+        else:
+            site, here = log_dir
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", str(here), str(site),
+                    dnsmasq, "--keep-in-foreground", "--pid-file=", *argv]
+        proc = self.spawn(argv, self.workdir / out)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if log.exists() and ready in log.read_text(errors="replace"):
@@ -263,16 +282,25 @@ class Lab:
 
         The files run as written. The command line moves only paths (the site's TFTP
         root and lease file do not exist here; dnsmasq lets the command line win) and
-        adds `--log-dhcp`, which changes what is logged, never what is answered: the
-        tests read the host names sent from it. `tftp` is copied where `nobody` can
-        read it; returns the TFTP root dnsmasq serves.
+        and the directory of the log file the files name (see `start_dnsmasq`): `log`
+        becomes a link to the log dnsmasq writes. The files' own `log-dhcp` logs
+        every exchange: the tests read the host names sent from it. `tftp` is
+        copied where `nobody` can read it; returns the TFTP root dnsmasq serves.
         """
         root = self.public / "tftp"
         shutil.copytree(tftp, root)
         for path in (root, *root.rglob("*")):
             path.chmod(0o755 if path.is_dir() else 0o644)
+        site_log = Path(rendered_log_file(rendered))
+        here = self.public / "log"
+        here.mkdir()
+        here.chmod(0o1777)  # dnsmasq writes its log as `nobody`
+        log.unlink(missing_ok=True)
+        log.symlink_to(here / site_log.name)
+        self.logs.append(log)
         self.start_dnsmasq(dnsmasq, [f"--conf-dir={rendered / 'dnsmasq'}", f"--tftp-root={root}",
-                                     f"--dhcp-leasefile={self.workdir / 'leases'}", "--log-dhcp"], log)
+                                     f"--dhcp-leasefile={self.workdir / 'leases'}"], log,
+                           log_dir=(site_log.parent, here))
         return root
 
     def start_router_ra(self, dnsmasq: str) -> None:
@@ -352,6 +380,14 @@ class Lab:
         self.ip("link", "set", port, "up")
         run(["ip", "netns", "exec", self.ns, "busybox", "udhcpc", "-i", port, "-n", "-q", "-f",
              "-t", str(tries), "-T", "1", "-s", "/bin/true"], timeout=30, check=False)
+
+
+def rendered_log_file(rendered: Path) -> str:
+    """The log file the rendered dnsmasq files name (`log-facility=`)."""
+    text = (rendered / "dnsmasq" / "dhcp-pxe.conf").read_text()
+    found = re.findall(r"^log-facility=(\S+)$", text, flags=re.MULTILINE)
+    assert len(found) == 1, f"the rendered dhcp-pxe.conf names {len(found)} log files"
+    return found[0]
 
 
 def wait_for_boots(vms: list[Vm], timeout: float = BOOT_TIMEOUT) -> dict[str, Outcome]:

@@ -8,6 +8,7 @@ docs/testing.md says how to run these and what they prove.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,8 @@ from upi.facts import BootEntry, boot_entries
 from upi.inventory import Inventory, load_inventory
 from upi.inventory.model import Firmware
 from upi.runner import run
+from upi.status.logs import dnsmasq_events
+from upi.status.stages import Cluster, Row, Stranger, build_rows
 
 pytestmark = pytest.mark.pxe
 
@@ -226,3 +229,31 @@ def test_installed_node_fetches_its_file_but_never_the_rhcos_kernel(installed: R
     outcome = installed.outcomes[name]
     assert outcome.kind == "local", f"{outcome.kind}: {outcome.detail}\n{outcome.serial[-2000:]}"
     assert outcome.cmdline is None
+
+
+def _status(r: Round) -> tuple[dict[str, Row], list[Stranger]]:
+    """`upi status`'s rows from what this round's real dnsmasq logged (its own log-dhcp file)."""
+    now = datetime.now().astimezone()
+    events = list(dnsmasq_events(r.log.text.splitlines(), now))
+    rows, strangers = build_rows(r.inv, events, installed={}, cluster=Cluster(), now=now, threshold=3600)
+    return {row.name: row for row in rows}, strangers
+
+
+def test_status_reads_each_booted_node_from_dnsmasqs_log(booted: Round) -> None:
+    rows, strangers = _status(booted)
+    for name in booted.outcomes:
+        assert {"dhcp", "pxe", "kernel"} <= set(rows[name].stages), name
+        assert rows[name].stages["dhcp"] <= rows[name].stages["pxe"] <= rows[name].stages["kernel"]
+        assert rows[name].current == "kernel+initrd"
+        assert rows[name].notes == []  # the loaders' probes for other names are not problems
+    for name in set(rows) - set(booted.outcomes):
+        assert rows[name].stages == {}, name
+    assert ("mac", STRAY_MAC) in {(s.what, s.value) for s in strangers}
+
+
+def test_status_names_the_missing_kernel_of_a_broken_boot(misbooted: Round) -> None:
+    rows, strangers = _status(misbooted)
+    cp0 = rows["cp-0"]
+    assert {"dhcp", "pxe"} <= set(cp0.stages) and "kernel" not in cp0.stages
+    assert any("rhcos/no-such-kernel not found" in note for note in cp0.notes)
+    assert ("mac", STRAY_MAC) in {(s.what, s.value) for s in strangers}

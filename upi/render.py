@@ -75,6 +75,7 @@ def _dhcp(inv: Inventory) -> RenderedFile:
         "grub_image": GRUB_IMAGE,
         "pxelinux_image": PXELINUX_IMAGE,
         "tftp_root": inv.provisioner.tftp_root,
+        "dnsmasq_log": inv.provisioner.dnsmasq_log,
     }
     return _file("dnsmasq/dhcp-pxe.conf", render_template("dnsmasq/dhcp-pxe.conf.j2", **ctx))
 

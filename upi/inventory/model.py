@@ -156,6 +156,10 @@ class Provisioner(_Model):
     tftp_root: AbsPath = "/var/lib/tftpboot"
     http_root: AbsPath = "/var/www/html"
     dnsmasq_dir: AbsPath = "/etc/dnsmasq.d"
+    # Where dnsmasq writes its DHCP and TFTP log (`log-facility`): `upi status` reads it.
+    dnsmasq_log: AbsPath = "/var/log/dnsmasq-upi.log"
+    # The HTTP server's access log (common/combined format: nginx, httpd), for `upi status`.
+    http_access_log: AbsPath | None = None
     dhcp_range: DhcpRange | None = None
     ssh: SshTarget | None = None
 

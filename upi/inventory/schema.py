@@ -58,6 +58,8 @@ DESCRIPTIONS = {
     "Provisioner.tftp_root": "TFTP root of dnsmasq.",
     "Provisioner.http_root": "Directory the HTTP server serves http_base_url from.",
     "Provisioner.dnsmasq_dir": "Directory of dnsmasq's drop-in configs.",
+    "Provisioner.dnsmasq_log": "File dnsmasq logs DHCP and TFTP to (log-facility); upi status reads it.",
+    "Provisioner.http_access_log": "The HTTP server's access log (common/combined format), for upi status.",
     "Provisioner.dhcp_range": "A dynamic pool for hosts the inventory does not name "
                               "(default: static leases only).",
     "Provisioner.ssh": "How upi push reaches the provisioner.",

@@ -1,0 +1,232 @@
+"""`upi status` on what real programs wrote: nginx's access log, and the fake API's CSRs and Nodes.
+
+dnsmasq's side (DHCP leases, TFTP files) is read from the log of the real
+dnsmasq serving the qemu PXE clients, in test_pxe_boot.py.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from conftest import inventory_path, require, require_root
+from csr_cases import client, serving
+from fake_kube import FakeKube
+from pxe_harness import Lab
+
+from upi.cli import app
+from upi.installed import Installed, save_record
+from upi.inventory import load_inventory
+from upi.status.logs import access_events, dnsmasq_events
+from upi.status.stages import CAUSES, IGNITION_404, IGNITION_OLD
+
+INVENTORY = str(inventory_path("dgxpod"))
+STRANGER_IP = "10.33.3.99"  # inside dgxpod's machine_cidr, no node's
+# nginx has no predefined "common" format; this is the CLF httpd writes.
+NGINX_CONF = """\
+daemon off;
+master_process off;
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    log_format common '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent';
+    access_log {tmp}/combined.log combined;
+    access_log {tmp}/common.log common;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    types {{ application/json ign; }}
+    default_type application/octet-stream;
+    server {{
+        listen {host}:{port};
+        root {root};
+    }}
+}}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KUBECONFIG from the environment would add a real cluster to every status here."""
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+
+
+def _status(runner, *args: str):
+    result = runner.invoke(app, ["status", INVENTORY, *args])
+    doc = json.loads(result.stdout) if "--json" in args else None
+    return result, doc
+
+
+def _node(doc, name: str):
+    return next(n for n in doc["nodes"] if n["name"] == name)
+
+
+# --- the HTTP server's side: real nginx, clients at the nodes' addresses ------------------------
+
+@pytest.fixture(scope="module")
+def nginx_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """nginx serving an HTTP root on the provisioner's address; worker-0 fetches its ignition and
+    the rootfs, worker-1 an ignition that was never pushed (404), a stranger its own file."""
+    require_root("a network namespace with the nodes' addresses")
+    binary = require("nginx")
+    inv = load_inventory(inventory_path("dgxpod"))
+    work = tmp_path_factory.mktemp("status-nginx")
+    root = work / "root"
+    (root / "ignition").mkdir(parents=True)
+    (root / "rhcos").mkdir()
+    (root / "ignition/worker.ign").write_text('{"ignition": {"version": "3.2.0"}}')
+    assert inv.rhcos.rootfs is not None
+    (root / inv.rhcos.rootfs).write_bytes(os.urandom(4096))
+    prov, port = str(inv.provisioner.ip), 8080
+    prefix = inv.network.machine_cidr.prefixlen
+    conf = work / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(tmp=work, host=prov, port=port, root=root))
+    with Lab(work / "lab", inv.provisioner.interface, f"{prov}/{prefix}") as lab:
+        for ip in ("10.33.3.44", "10.33.3.46", STRANGER_IP):
+            lab.ip("addr", "add", f"{ip}/{prefix}", "dev", lab.bridge)
+        lab.spawn([binary, "-c", str(conf), "-p", str(work), "-e", str(work / "error.log")],
+                  work / "nginx.out")
+
+        def get(source: str, path: str) -> int:
+            end = time.monotonic() + 10
+            while True:
+                conn = http.client.HTTPConnection(prov, port, timeout=5, source_address=(source, 0))
+                try:
+                    conn.request("GET", path)
+                    resp = conn.getresponse()
+                    resp.read()
+                    return resp.status
+                except OSError:
+                    if time.monotonic() > end:
+                        raise
+                    time.sleep(0.05)  # nginx still starting
+                finally:
+                    conn.close()
+
+        def fetch() -> list[int]:
+            return [get("10.33.3.44", "/ignition/worker.ign"), get("10.33.3.44", f"/{inv.rhcos.rootfs}"),
+                    get("10.33.3.46", "/ignition/missing.ign?x=1"),
+                    get(STRANGER_IP, "/ignition/worker.ign")]
+
+        assert lab.inside(fetch) == [200, 200, 404, 200]
+    return work
+
+
+def test_access_log_parser_reads_what_nginx_wrote_in_both_formats(nginx_logs: Path) -> None:
+    combined = list(access_events((nginx_logs / "combined.log").read_text().splitlines()))
+    common = list(access_events((nginx_logs / "common.log").read_text().splitlines()))
+    assert combined == common
+    assert [(e.ip, e.path, e.status) for e in combined] == [
+        ("10.33.3.44", "/ignition/worker.ign", 200),
+        ("10.33.3.44", "/rhcos/rhcos-4.16.3-x86_64-live-rootfs.x86_64.img", 200),
+        ("10.33.3.46", "/ignition/missing.ign", 404),  # the query string is not part of the path
+        (STRANGER_IP, "/ignition/worker.ign", 200),
+    ]
+    assert all(abs((e.time - datetime.now().astimezone()).total_seconds()) < 600 for e in combined)
+
+
+def test_status_places_nodes_by_their_http_fetches(runner, nginx_logs: Path) -> None:
+    result, doc = _status(runner, "--dnsmasq-log", os.devnull, "--access-log",
+                          str(nginx_logs / "combined.log"), "--stuck-after", "0", "--json")
+    assert result.exit_code == 1, result.output  # nodes are stuck
+    w0, w1 = _node(doc, "worker-0"), _node(doc, "worker-1")
+    assert w0["stages"]["ignition"]["reached"] and w0["stages"]["rootfs"]["reached"]
+    assert w0["current"] == "rootfs"
+    assert w0["causes"] == list(CAUSES["installed"])
+    assert not w1["stages"]["ignition"]["reached"]
+    assert IGNITION_404 in w1["causes"]
+    (unknown,) = doc["unknown"]
+    assert (unknown["kind"], unknown["value"], unknown["seen"]) == ("ip", STRANGER_IP,
+                                                                   "HTTP /ignition/worker.ign 200")
+    assert _node(doc, "master-0")["stages"]["rootfs"] == {"reached": False, "time": None}
+    assert _node(doc, "master-0")["stages"]["gpu"] is None  # not a GPU node
+
+
+def test_status_table_shows_times_and_the_stuck_nodes_causes(runner, nginx_logs: Path) -> None:
+    result, _ = _status(runner, "--dnsmasq-log", os.devnull, "--access-log",
+                        str(nginx_logs / "common.log"), "--stuck-after", "0")
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[1].split()[:4] == ["NODE", "ROLE", "DHCP", "PXE"]
+    assert "worker-1: stuck at waiting" in result.stdout
+    assert "upi push" in result.stdout
+    assert f"not in the inventory: IP {STRANGER_IP}" in result.stdout
+
+
+# --- the API's side: the fake API server's CSRs and Nodes --------------------------------------
+
+@pytest.fixture
+def fake(tmp_path):
+    server = FakeKube(tmp_path / "assets").start()
+    yield server
+    server.stop()
+
+
+def test_status_reads_csrs_and_nodes_from_the_api(runner, fake) -> None:
+    for spec in (client("master-0"), serving("master-0"), client("master-1")):
+        fake.add_csr(spec.name, spec.pem, **spec.kwargs())
+    fake.add_node("master-0", ready=True)
+    fake.add_node("master-1", ready=False)
+    result, doc = _status(runner, "--kubeconfig", str(fake.kubeconfig), "--dnsmasq-log", os.devnull,
+                          "--stuck-after", "0", "--json")
+    m0, m1 = _node(doc, "master-0"), _node(doc, "master-1")
+    assert m0["current"] == "Ready" and m0["done"] and not m0["stuck"]
+    assert all(m0["stages"][k]["reached"] for k in ("client_csr", "serving_csr", "ready"))
+    assert m1["current"] == "client CSR" and m1["stuck"]
+    assert m1["causes"] == list(CAUSES["serving_csr"])
+    assert not _node(doc, "worker-0")["stages"]["gpu"]["reached"]
+    assert result.exit_code == 1
+
+
+def test_old_ignition_files_are_named_for_an_installed_node_with_no_csr(runner, fake, tmp_path) -> None:
+    assets = fake.kubeconfig.parent.parent
+    ign = assets / "worker.ign"
+    ign.write_text("{}")
+    fake.add_csr("c", client("master-0").pem, **client("master-0").kwargs())
+    out = tmp_path / "out"
+    out.mkdir()
+    save_record(out, {"worker-0": Installed("b8:ce:f6:10:33:44", "2026-11-25T10:00:00+00:00", "test")})
+    args = ["--dir", str(assets), "-o", str(out), "--dnsmasq-log", os.devnull, "--stuck-after", "0", "--json"]
+    _, fresh = _status(runner, *args)
+    assert _node(fresh, "worker-0")["causes"] == list(CAUSES["client_csr"])
+    day_ago = time.time() - 25 * 3600
+    os.utime(ign, (day_ago, day_ago))
+    _, doc = _status(runner, *args)
+    assert _node(doc, "worker-0")["current"] == "installed"
+    assert _node(doc, "worker-0")["causes"] == [IGNITION_OLD, *CAUSES["client_csr"]]
+    assert IGNITION_OLD not in _node(doc, "master-0")["causes"]  # it has its client CSR
+
+
+def test_unreachable_api_is_reported_and_the_logs_still_shown(runner, tmp_path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kube = tmp_path / "kubeconfig"
+    fake = FakeKube(tmp_path / "other")  # never started: a kubeconfig pointing at nothing
+    kube.write_text(fake.kubeconfig.read_text().replace(fake.url, f"https://127.0.0.1:{port}"))
+    result, doc = _status(runner, "--kubeconfig", str(kube), "--dnsmasq-log", os.devnull, "--json")
+    assert result.exit_code == 0, result.output
+    assert doc["unread"] and doc["unread"][0].startswith("the API")
+
+
+def test_missing_log_is_reported_not_fatal(runner, tmp_path) -> None:
+    result, doc = _status(runner, "--dnsmasq-log", str(tmp_path / "none.log"), "--json")
+    assert result.exit_code == 0
+    assert doc["unread"] == [f"{tmp_path / 'none.log'}: No such file or directory"]
+
+
+def test_dnsmasq_stamps_take_the_year_before_now() -> None:
+    now = datetime(2027, 1, 2, 0, 0, 5).astimezone()
+    line = "Dec 31 23:59:01 dnsmasq-dhcp[7]: 123 DHCPACK(br0) 10.33.3.44 b8:ce:f6:10:33:44 worker-0"
+    (ev,) = dnsmasq_events([line], now)
+    assert (ev.time.year, ev.kind, ev.mac, ev.ip) == (2026, "dhcp", "b8:ce:f6:10:33:44", "10.33.3.44")

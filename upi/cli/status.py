@@ -1,0 +1,67 @@
+"""`upi status`: which node is where in the install, and which one is stuck (docs/status.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from upi.cli.base import InventoryArg, JsonOpt, app, duration_option
+
+
+def _path_opt(*decls: str, metavar: str, help: str) -> object:  # noqa: A002  (typer's own word)
+    return typer.Option(*decls, metavar=metavar, show_default=False, help=help)
+
+
+@app.command(
+    epilog="\b\nExamples:\n  upi status inventories/dgxpod.yaml\n"
+    "  upi status inventories/dgxpod.yaml --dir assets/dgxpod -o out/dgxpod --watch\n"
+    "  upi status inventories/dgxpod.yaml --dnsmasq-log dnsmasq.log --access-log access.log --json\n"
+    "  upi status inventories/dgxpod.yaml --stuck-after 45m",
+)
+def status(
+    inventory: InventoryArg,
+    assets: Annotated[Path | None, _path_opt(
+        "--dir", metavar="ASSETS", help="openshift-install's assets directory: its auth/kubeconfig "
+        "for the CSRs and Nodes, its ignition files' age (default: none; KUBECONFIG if set).")] = None,
+    out: Annotated[Path | None, _path_opt(
+        "-o", "--out", metavar="DIR", help="The render directory: its installed-nodes record "
+        "(default: none).")] = None,
+    kubeconfig: Annotated[Path | None, _path_opt(
+        "--kubeconfig", metavar="FILE", help="Kubeconfig of the cluster (default: KUBECONFIG, "
+        "then ASSETS/auth/kubeconfig).")] = None,
+    dnsmasq_log: Annotated[Path | None, _path_opt(
+        "--dnsmasq-log", metavar="FILE", help="dnsmasq's log (default: the inventory's "
+        "provisioner.dnsmasq_log).")] = None,
+    access_log: Annotated[Path | None, _path_opt(
+        "--access-log", metavar="FILE", help="The HTTP server's access log, common or combined "
+        "format (default: the inventory's provisioner.http_access_log).")] = None,
+    stuck_after: Annotated[float, duration_option(
+        "--stuck-after", unit="m", default=1200,
+        help="A node this long at one stage is stuck: its likely causes are listed")] = 1200,
+    watch: Annotated[bool, typer.Option(
+        "--watch", help="Print again every --interval until every node is done (Ctrl-C stops).")]
+    = False,
+    interval: Annotated[float, duration_option(
+        "--interval", unit="s", default=10.0, minimum=0.1, help="How often --watch looks")] = 10.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Which node is where in the install, and which one is stuck.
+
+    One row per node, the time it reached each stage: DHCP lease and PXE
+    file, kernel and initramfs (dnsmasq's log), ignition and rootfs (the
+    HTTP access log), installed (upi's record in the render directory),
+    client and serving CSR, Node Ready, GPUs verified (the API). Then the
+    current stage and how long the node has been there; for a node stuck
+    longer than --stuck-after, the likely causes. A MAC or IP in the logs
+    that no node has is reported. Logs are read on this machine. Exit 0, or
+    1 when a node is stuck; 2 for bad input.
+    """
+    from upi.commands.status import status_command
+
+    ok = status_command(inventory, {"dnsmasq_log": dnsmasq_log, "access_log": access_log, "out": out,
+                                    "assets": assets, "kubeconfig": kubeconfig},
+                        threshold=stuck_after, watch=watch, interval=interval, as_json=as_json)
+    if not ok:
+        raise typer.Exit(1)

@@ -1,0 +1,200 @@
+"""`upi status`: one row per node, the time it reached each stage, and why one is stuck (docs/status.md)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from upi import console
+from upi.errors import UpiError
+from upi.inventory import Inventory, load_inventory
+from upi.status.logs import Event, access_events, dnsmasq_events, read_tail
+from upi.status.stages import STAGES, Cluster, Row, Stranger, build_rows
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where `upi status` reads: the logs (local paths), the render dir, the assets, the kubeconfig."""
+
+    dnsmasq_log: Path | None
+    access_log: Path | None
+    out: Path | None
+    assets: Path | None
+    kubeconfig: Path | None
+
+
+@dataclass
+class Snapshot:
+    """One look: the rows, the strangers, and what could not be read."""
+
+    rows: list[Row]
+    strangers: list[Stranger]
+    unread: list[str]
+    now: datetime
+
+
+def _events(src: Sources, now: datetime, unread: list[str]) -> list[Event]:
+    events: list[Event] = []
+    for path, parse in ((src.dnsmasq_log, lambda lines: dnsmasq_events(lines, now)),
+                        (src.access_log, access_events)):
+        if path is None:
+            continue
+        try:
+            events += parse(read_tail(path).splitlines())
+        except OSError as exc:
+            unread.append(f"{path}: {exc.strerror or exc}")
+    return events
+
+
+def _installed(inv: Inventory, out: Path | None) -> dict[str, datetime | None]:
+    if out is None:
+        return {}
+    from upi.installed import load_record
+
+    macs = {n.name: n.mac.lower() for n in inv.nodes}
+    found: dict[str, datetime | None] = {}
+    for name, rec in load_record(out).items():
+        if macs.get(name) == rec.mac.lower():  # another MAC is another machine
+            try:
+                found[name] = datetime.fromisoformat(rec.since.replace("Z", "+00:00"))
+            except ValueError:
+                found[name] = None
+    return found
+
+
+def _cluster(inv: Inventory, src: Sources, unread: list[str]) -> Cluster:
+    from upi.csr.connect import find_kubeconfig
+    from upi.status.cluster import read_cluster
+
+    if src.kubeconfig is None and src.assets is None:
+        try:
+            kubeconfig = find_kubeconfig(None)
+        except UpiError:
+            return Cluster()  # no cluster named: the boot stages only
+    else:
+        kubeconfig = find_kubeconfig(src.kubeconfig, src.assets)
+    try:
+        return read_cluster(inv, kubeconfig)
+    except UpiError as exc:
+        unread.append(f"the API: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the client's connection errors: status goes on without
+        unread.append(f"the API: {type(exc).__name__}: {exc}")
+    return Cluster()
+
+
+def _ignition_age(assets: Path | None, now: float) -> float | None:
+    """Seconds since the newest ignition file in ASSETS was written (None: no such file)."""
+    if assets is None:
+        return None
+    times = [p.stat().st_mtime for p in assets.glob("*.ign") if p.is_file()]
+    return now - max(times) if times else None
+
+
+def snapshot(inv: Inventory, src: Sources, *, threshold: float) -> Snapshot:
+    """Read every source once and place every node."""
+    now = datetime.now().astimezone()
+    unread: list[str] = []
+    events = _events(src, now, unread)
+    rows, strangers = build_rows(inv, events, installed=_installed(inv, src.out),
+                                 cluster=_cluster(inv, src, unread), now=now, threshold=threshold,
+                                 ignition_age=_ignition_age(src.assets, time.time()))
+    return Snapshot(rows, strangers, unread, now)
+
+
+def _clock(when: datetime | None) -> str:
+    return when.astimezone().strftime("%H:%M:%S") if when is not None else "?"
+
+
+def _for(snap: Snapshot, row: Row) -> str:
+    from upi.cli.base import duration_text
+
+    if row.since is None:
+        return "-"
+    return duration_text(max(0, int((snap.now - row.since).total_seconds())))
+
+
+def table_rows(snap: Snapshot) -> list[list[str]]:
+    """The table's cells: a time per stage reached, `-` not yet, blank when it does not apply."""
+    out = []
+    for row in snap.rows:
+        cells = [row.name, row.role]
+        for key, _ in STAGES:
+            if key not in row.applicable:
+                cells.append("")
+            else:
+                cells.append(_clock(row.stages[key]) if key in row.stages else "-")
+        cells += [row.current + (" (stuck)" if row.stuck else ""), _for(snap, row)]
+        out.append(cells)
+    return out
+
+
+def to_json(snap: Snapshot) -> dict[str, Any]:
+    """The document `--json` prints."""
+    def iso(when: datetime | None) -> str | None:
+        return when.isoformat() if when is not None else None
+
+    return {
+        "now": snap.now.isoformat(),
+        "nodes": [{
+            "name": r.name, "role": r.role, "mac": r.mac, "ip": r.ip,
+            "stages": {k: ({"reached": k in r.stages, "time": iso(r.stages.get(k))}
+                           if k in r.applicable else None) for k, _ in STAGES},
+            "current": r.current, "since": iso(r.since),
+            "seconds": int((snap.now - r.since).total_seconds()) if r.since else None,
+            "stuck": r.stuck, "causes": r.causes, "done": r.done,
+        } for r in snap.rows],
+        "unknown": [{"kind": s.what, "value": s.value, "first_seen": iso(s.first), "seen": s.seen}
+                    for s in snap.strangers],
+        "unread": snap.unread,
+    }
+
+
+def show(snap: Snapshot) -> None:
+    """The table on stdout; stuck nodes' likely causes and the strangers after it."""
+    console.print_table(f"Nodes at {snap.now.strftime('%H:%M:%S')}",
+                        ["NODE", "ROLE", *(name for _, name in STAGES), "NOW", "FOR"], table_rows(snap))
+    for row in snap.rows:
+        if row.stuck:
+            console.say(f"{row.name}: stuck at {row.current} for {_for(snap, row)}; likely:")
+            for cause in row.causes:
+                console.say(f"  - {cause}")
+    for s in snap.strangers:
+        console.say(f"not in the inventory: {s.what.upper()} {s.value} "
+                    f"({s.seen}, first at {_clock(s.first)})")
+    for what in snap.unread:
+        console.warn(f"cannot read {what}")
+
+
+def sources(inv: Inventory, *, dnsmasq_log: Path | None, access_log: Path | None, out: Path | None,
+            assets: Path | None, kubeconfig: Path | None) -> Sources:
+    """The inventory's log paths unless overridden on the command line."""
+    prov = inv.provisioner
+    return Sources(dnsmasq_log or Path(prov.dnsmasq_log),
+                   access_log or (Path(prov.http_access_log) if prov.http_access_log else None),
+                   out, assets, kubeconfig)
+
+
+def status_command(inventory: Path, src_args: dict[str, Path | None], *, threshold: float, watch: bool,
+                   interval: float, as_json: bool) -> bool:
+    """Print the status once (or every `interval` with `watch`, until every node is done).
+
+    True when no node is stuck.
+    """
+    import json
+
+    inv = load_inventory(inventory, check_files=False)
+    src = sources(inv, **src_args)
+    while True:
+        snap = snapshot(inv, src, threshold=threshold)
+        if as_json and watch:
+            console.print_json_line(json.dumps(to_json(snap), separators=(",", ":")))
+        elif as_json:
+            console.print_json(to_json(snap))
+        else:
+            show(snap)
+        if not watch or all(r.done for r in snap.rows):
+            return not any(r.stuck for r in snap.rows)
+        time.sleep(interval)

@@ -1,0 +1,102 @@
+"""The API's side of a node's install: its CSRs, its Ready condition, its GPUs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from upi.inventory.model import Inventory
+from upi.status.stages import Cluster, keep_first
+
+NODE_USER = "system:node:"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _when(text: Any) -> datetime | None:
+    """A Kubernetes timestamp (`2026-11-25T12:13:21Z`), or None."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _csr_node(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """(`client` or `serving`, node name) of a node CSR, else None."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    from upi.csr.decide import CLIENT_SIGNER, SERVING_SIGNER
+
+    spec = _dict(obj.get("spec"))
+    signer, user = spec.get("signerName"), spec.get("username")
+    if signer == SERVING_SIGNER and isinstance(user, str) and user.startswith(NODE_USER):
+        return "serving", user.removeprefix(NODE_USER)
+    if signer != CLIENT_SIGNER or not isinstance(spec.get("request"), str):
+        return None
+    import base64
+    import binascii
+
+    try:
+        req = x509.load_pem_x509_csr(base64.b64decode(spec["request"], validate=True))
+        names = req.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    except (ValueError, binascii.Error):
+        return None
+    cn = names[0].value if names else ""
+    if isinstance(cn, str) and cn.startswith(NODE_USER):
+        return "client", cn.removeprefix(NODE_USER)
+    return None
+
+
+def cluster_from(inv: Inventory, csrs: list[Any], nodes: list[Any]) -> Cluster:
+    """What the CSR and Node lists say about the inventory's nodes (shapes not expected are skipped)."""
+    ours = {n.name: n for n in inv.nodes}
+    client: dict[str, datetime | None] = {}
+    serving: dict[str, datetime | None] = {}
+    for obj in csrs:
+        found = _csr_node(obj) if isinstance(obj, dict) else None
+        if found is None or found[1] not in ours:
+            continue
+        when = _when(_dict(obj.get("metadata")).get("creationTimestamp"))
+        keep_first(client if found[0] == "client" else serving, found[1], when)
+    ready: dict[str, datetime | None] = {}
+    gpu: dict[str, datetime | None] = {}
+    for obj in nodes:
+        obj = _dict(obj)
+        name = _dict(obj.get("metadata")).get("name")
+        if not isinstance(name, str) or name not in ours:
+            continue
+        status = _dict(obj.get("status"))
+        conds = status.get("conditions")
+        conds = conds if isinstance(conds, list) else []
+        for cond in conds:
+            if isinstance(cond, dict) and cond.get("type") == "Ready" and cond.get("status") == "True":
+                ready[name] = _when(cond.get("lastTransitionTime"))
+        alloc = _dict(status.get("allocatable"))
+        count = str(alloc.get(GPU_RESOURCE, "0"))
+        want = ours[name].gpus or 1
+        if ours[name].gpu and name in ready and count.isdigit() and int(count) >= want:
+            gpu[name] = None  # the API keeps no time for it
+    return Cluster(client, serving, ready, gpu)
+
+
+def read_cluster(inv: Inventory, kubeconfig: Path | None, *, timeout: float = 10.0) -> Cluster:
+    """CSRs and Nodes from the API. Raises UpiError when it cannot be reached."""
+    from upi.csr.api import Api
+    from upi.csr.client import CSR_URL, NODE_URL
+    from upi.csr.connect import connect
+
+    conn = connect(kubeconfig, timeout=timeout)
+    try:
+        api = Api(conn.http)
+        _, csrs = api.list(CSR_URL)
+        _, nodes = api.list(NODE_URL)
+    finally:
+        conn.close()
+    return cluster_from(inv, csrs, nodes)

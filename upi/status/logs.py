@@ -1,0 +1,113 @@
+"""Events from the logs a UPI install leaves: dnsmasq's (DHCP, TFTP) and the HTTP server's access log.
+
+Only lines these programs write are read; any other line is skipped, never
+an error (a log is the site's, shared with other programs). dnsmasq's
+log-facility file has syslog-style stamps without a year (`Nov 25 12:13:21`):
+the year is the one that puts the stamp nearest before `now`. The access log
+is the common or combined format nginx and httpd write.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+# A log is read from its end: an install's events are recent; a site's log may be large.
+MAX_READ = 64 << 20
+
+_MONTHS = {m: i for i, m in enumerate(
+    ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)}
+_DNSMASQ = re.compile(
+    r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d) (dnsmasq-dhcp|dnsmasq-tftp)\[\d+\]: (.*)$")
+_ACK = re.compile(r"^(?:\d+ )?DHCPACK\([^)]*\) (\S+) ([0-9a-f]{2}(?::[0-9a-f]{2}){5})\b")
+_DISCOVER = re.compile(r"^(?:\d+ )?DHCPDISCOVER\([^)]*\) (?:\S+ )?([0-9a-f]{2}(?::[0-9a-f]{2}){5})(.*)$")
+_SENT = re.compile(r"^sent (\S+) to (\S+)$")
+_MISSING = re.compile(r"^file (\S+) not found(?: for (\S+))?$")
+_ACCESS = re.compile(
+    r'^(\S+) \S+ \S+ \[(\d\d)/([A-Z][a-z]{2})/(\d{4}):(\d\d):(\d\d):(\d\d) ([+-])(\d\d)(\d\d)\] '
+    r'"(?:[A-Z]+) (\S+)(?: [^"]*)?" (\d{3}) ')
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing a log says happened.
+
+    `kind`: dhcp (an acknowledged lease), dhcp-discover, dhcp-refused (no
+    address for that MAC), tftp (a file sent), tftp-missing, or http.
+    """
+
+    time: datetime
+    kind: str
+    ip: str | None = None
+    mac: str | None = None
+    path: str | None = None
+    status: int | None = None
+
+
+def read_tail(path: Path, limit: int = MAX_READ) -> str:
+    """The last `limit` bytes of a log (from a line start), decoded leniently."""
+    with path.open("rb") as f:
+        size = f.seek(0, 2)
+        f.seek(max(0, size - limit))
+        data = f.read()
+    if size > limit:
+        data = data[data.find(b"\n") + 1:]
+    return data.decode(errors="replace")
+
+
+def _year_stamp(month: int, day: int, hms: tuple[int, int, int], now: datetime) -> datetime | None:
+    """The stamp in the year that puts it nearest before `now` (a day of clock skew allowed)."""
+    for year in (now.year, now.year - 1):
+        try:
+            stamp = datetime(year, month, day, *hms, tzinfo=now.tzinfo)
+        except ValueError:  # 29 Feb in another year
+            continue
+        if stamp <= now + timedelta(days=1):
+            return stamp
+    return None
+
+
+def dnsmasq_events(lines: Iterable[str], now: datetime) -> Iterator[Event]:
+    """DHCP acknowledgements and refusals, TFTP files sent and missing, from dnsmasq's log.
+
+    Its stamps are local time, as is `now` (an aware datetime in the local zone).
+    """
+    for line in lines:
+        m = _DNSMASQ.match(line)
+        if not m or m.group(1) not in _MONTHS:
+            continue
+        stamp = _year_stamp(_MONTHS[m.group(1)], int(m.group(2)),
+                            (int(m.group(3)), int(m.group(4)), int(m.group(5))), now)
+        if stamp is None:
+            continue
+        text = m.group(7)
+        if m.group(6) == "dnsmasq-dhcp":
+            if ack := _ACK.match(text):
+                yield Event(stamp, "dhcp", ip=ack.group(1), mac=ack.group(2))
+            elif disc := _DISCOVER.match(text):
+                refused = "no address available" in disc.group(2)
+                yield Event(stamp, "dhcp-refused" if refused else "dhcp-discover", mac=disc.group(1))
+        elif sent := _SENT.match(text):
+            yield Event(stamp, "tftp", ip=sent.group(2), path=sent.group(1))
+        elif missing := _MISSING.match(text):
+            yield Event(stamp, "tftp-missing", ip=missing.group(2), path=missing.group(1))
+
+
+def access_events(lines: Iterable[str]) -> Iterator[Event]:
+    """Requests from an access log in the common or combined format (nginx, httpd)."""
+    for line in lines:
+        m = _ACCESS.match(line)
+        if not m or m.group(3) not in _MONTHS:
+            continue
+        sign = 1 if m.group(8) == "+" else -1
+        zone = timezone(sign * timedelta(hours=int(m.group(9)), minutes=int(m.group(10))))
+        try:
+            stamp = datetime(int(m.group(4)), _MONTHS[m.group(3)], int(m.group(2)), int(m.group(5)),
+                             int(m.group(6)), int(m.group(7)), tzinfo=zone)
+        except ValueError:
+            continue
+        path = m.group(11).split("?", 1)[0]
+        yield Event(stamp, "http", ip=m.group(1), path=path, status=int(m.group(12)))
