@@ -182,3 +182,43 @@ def test_a_large_rhcos_file_is_streamed_intact(runner, tmp_path, example_dir, ss
     landed = site.root / "var/www/html/rhcos/rhcos-live-rootfs.x86_64.img"
     assert landed.read_bytes() == blob
     assert stat.S_IMODE(landed.stat().st_mode) == 0o644
+
+
+class _RacingChannel:
+    """A channel whose last output lands between upi's recv_ready() check and its exit-status check,
+    as paramiko's transport thread can deliver it under load (output, then the exit status)."""
+
+    def __init__(self) -> None:
+        self.out = [b"a" * 70 + b"  /x/.bootstrap.ign.upi-new\n"]
+        self.checks = 0
+
+    def recv_ready(self) -> bool:
+        return bool(self.out) and self.checks > 0
+
+    def recv(self, n: int) -> bytes:
+        return self.out.pop(0)
+
+    def recv_stderr_ready(self) -> bool:
+        return False
+
+    def exit_status_ready(self) -> bool:
+        self.checks += 1  # the data "arrives" now, just before the status is seen
+        return True
+
+    def recv_exit_status(self) -> int:
+        return 0
+
+    def fileno(self) -> int:  # pragma: no cover - never selected: the status is ready at once
+        raise AssertionError
+
+    def close(self) -> None:  # pragma: no cover
+        pass
+
+
+def test_output_that_arrives_with_the_exit_status_is_not_lost() -> None:
+    # Under load, sha256sum's line came after the recv_ready() check and was dropped: push then
+    # said "the upload ... is incomplete or altered" about a good upload.
+    from upi.remote.ssh import _collect
+
+    rc, out, err = _collect(_RacingChannel(), 5.0)  # type: ignore[arg-type]
+    assert rc == 0 and out.endswith(b"/x/.bootstrap.ign.upi-new\n") and err == b""

@@ -57,6 +57,15 @@ def _collect(chan: paramiko.Channel, timeout: float,
         elif chan.recv_stderr_ready():
             err += chan.recv_stderr(65536)
         elif chan.exit_status_ready():
+            # The host sends the exit status after the last output, but output can arrive
+            # between the two checks above and this one: it is buffered, so read it all.
+            while chan.recv_ready():
+                out += chan.recv(65536)
+            while chan.recv_stderr_ready():
+                err += chan.recv_stderr(65536)
+            if len(out) > cap or len(err) > cap:
+                chan.close()
+                raise _TooMuch
             return chan.recv_exit_status(), bytes(out), bytes(err)
         else:
             remaining = deadline - time.monotonic()
