@@ -15,14 +15,17 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import inventory_path, require, require_root
 from csr_cases import client, serving
 from fake_kube import FakeKube
+from pushkit import Sshd, start_sshd
 from pxe_harness import Lab
 
 from upi.cli import app
 from upi.installed import Installed, save_record
 from upi.inventory import load_inventory
+from upi.remote import LocalTransport, SshTransport
 from upi.status.logs import access_events, dnsmasq_events
 from upi.status.stages import CAUSES, IGNITION_404, IGNITION_OLD
 
@@ -161,6 +164,79 @@ def test_status_table_shows_times_and_the_stuck_nodes_causes(runner, nginx_logs:
     assert "worker-1: stuck at waiting" in result.stdout
     assert "upi push" in result.stdout
     assert f"not in the inventory: IP {STRANGER_IP}" in result.stdout
+
+
+# --- the logs on the provisioner, over upi push's SSH (a real sshd on loopback) -----------------
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory):
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.proc.terminate()
+    server.proc.wait(timeout=10)
+
+
+def _ssh_inventory(example_dir: Path, tmp_path: Path, server: Sshd, **prov: object) -> Path:
+    """dgxpod whose provisioner is reached over SSH (127.0.0.1: the sshd), with `prov` set."""
+    known = tmp_path / "known_hosts"
+    known.write_text(server.known_hosts_line())
+    path = example_dir / "dgxpod.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["provisioner"].update(prov, ssh={"host": "127.0.0.1", "port": server.port, "user": "root",
+                                         "known_hosts": str(known),
+                                         "identity_file": str(server.client_key)})
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_status_reads_the_provisioners_logs_over_ssh(runner, nginx_logs: Path, sshd: Sshd,
+                                                     example_dir: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "no-dnsmasq.log"
+    inv = _ssh_inventory(example_dir, tmp_path, sshd, dnsmasq_log=str(missing),
+                         http_access_log=str(nginx_logs / "combined.log"))
+    result = runner.invoke(app, ["status", str(inv), "--stuck-after", "0", "--json"])
+    doc = json.loads(result.stdout)
+    w0 = _node(doc, "worker-0")
+    assert w0["stages"]["ignition"]["reached"] and w0["current"] == "rootfs"
+    assert IGNITION_404 in _node(doc, "worker-1")["causes"]
+    # The missing log is a note naming the host and the file, not a traceback.
+    assert doc["unread"] == [f"root@127.0.0.1:{sshd.port}:{missing}: No such file"]
+    # --access-log names a file here: the provisioner is not asked.
+    result = runner.invoke(app, ["status", str(inv), "--dnsmasq-log", os.devnull,
+                                 "--access-log", str(nginx_logs / "common.log"), "--json"])
+    assert _node(json.loads(result.stdout), "worker-0")["current"] == "rootfs"
+
+
+def test_an_unknown_provisioner_host_key_is_a_note_and_nothing_is_read(
+        runner, nginx_logs: Path, sshd: Sshd, example_dir: Path, tmp_path: Path) -> None:
+    inv = _ssh_inventory(example_dir, tmp_path, sshd, http_access_log=str(nginx_logs / "combined.log"))
+    (tmp_path / "known_hosts").write_text("")
+    result = runner.invoke(app, ["status", str(inv), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert len(doc["unread"]) == 2 and all(f"127.0.0.1:{sshd.port}" in u for u in doc["unread"])
+    assert "known_hosts" in doc["unread"][0]
+    assert not _node(doc, "worker-0")["stages"]["ignition"]["reached"]
+
+
+@pytest.mark.parametrize("remote", [True, False], ids=["ssh", "local"])
+def test_only_the_tail_of_a_log_is_read(nginx_logs: Path, sshd: Sshd, tmp_path: Path, remote: bool) -> None:
+    log = nginx_logs / "combined.log"
+    lines = log.read_bytes().splitlines(keepends=True)
+    if remote:
+        known = tmp_path / "known_hosts"
+        known.write_text(sshd.known_hosts_line())
+        t = SshTransport("127.0.0.1", port=sshd.port, known_hosts=known, identity_file=sshd.client_key)
+    else:
+        t = LocalTransport()
+    try:
+        limit = len(lines[-1]) + len(lines[-2]) // 2  # the last line and half of the one before
+        assert t.read_tail(str(log), limit) == lines[-1]  # the cut line is dropped
+        assert t.read_tail(str(log), 1 << 20) == log.read_bytes()
+        with pytest.raises(FileNotFoundError):
+            t.read_tail(str(tmp_path / "none.log"), 100)
+    finally:
+        t.close()
 
 
 # --- the API's side: the fake API server's CSRs and Nodes --------------------------------------

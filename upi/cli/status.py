@@ -32,11 +32,12 @@ def status(
         "--kubeconfig", metavar="FILE", help="Kubeconfig of the cluster (default: KUBECONFIG, "
         "then ASSETS/auth/kubeconfig).")] = None,
     dnsmasq_log: Annotated[Path | None, _path_opt(
-        "--dnsmasq-log", metavar="FILE", help="dnsmasq's log (default: the inventory's "
-        "provisioner.dnsmasq_log).")] = None,
+        "--dnsmasq-log", metavar="FILE", help="dnsmasq's log, a file here (default: the "
+        "inventory's provisioner.dnsmasq_log, on the provisioner).")] = None,
     access_log: Annotated[Path | None, _path_opt(
         "--access-log", metavar="FILE", help="The HTTP server's access log, common or combined "
-        "format (default: the inventory's provisioner.http_access_log).")] = None,
+        "format, a file here (default: the inventory's provisioner.http_access_log, on the "
+        "provisioner).")] = None,
     stuck_after: Annotated[float, duration_option(
         "--stuck-after", unit="m", default=1200,
         help="A node this long at one stage is stuck: its likely causes are listed")] = 1200,
@@ -55,8 +56,10 @@ def status(
     client and serving CSR, Node Ready, GPUs verified (the API). Then the
     current stage and how long the node has been there; for a node stuck
     longer than --stuck-after, the likely causes. A MAC or IP in the logs
-    that no node has is reported. Logs are read on this machine. Exit 0, or
-    1 when a node is stuck; 2 for bad input.
+    that no node has is reported. The inventory's logs are read on the
+    provisioner over SSH when it has an ssh section (as upi push reaches
+    it), on this machine otherwise; --dnsmasq-log and --access-log are
+    files here. Exit 0, or 1 when a node is stuck; 2 for bad input.
     """
     from upi.commands.status import status_command
 

@@ -11,16 +11,25 @@ from typing import Any
 from upi import console
 from upi.errors import UpiError
 from upi.inventory import Inventory, load_inventory
+from upi.remote import LocalTransport, Transport, open_transport
 from upi.status.logs import Event, access_events, dnsmasq_events, read_tail
 from upi.status.stages import STAGES, Cluster, Row, Stranger, build_rows
 
 
 @dataclass(frozen=True)
-class Sources:
-    """Where `upi status` reads: the logs (local paths), the render dir, the assets, the kubeconfig."""
+class Log:
+    """A log file, and whether it is on the provisioner (read over its `ssh` section) or here."""
 
-    dnsmasq_log: Path | None
-    access_log: Path | None
+    path: str
+    on_provisioner: bool = False
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where `upi status` reads: the logs, the render dir, the assets, the kubeconfig."""
+
+    dnsmasq_log: Log | None
+    access_log: Log | None
     out: Path | None
     assets: Path | None
     kubeconfig: Path | None
@@ -36,16 +45,25 @@ class Snapshot:
     now: datetime
 
 
-def _events(src: Sources, now: datetime, unread: list[str]) -> list[Event]:
+def _events(src: Sources, provisioner: Transport, now: datetime, unread: list[str]) -> list[Event]:
     events: list[Event] = []
-    for path, parse in ((src.dnsmasq_log, lambda lines: dnsmasq_events(lines, now)),
-                        (src.access_log, access_events)):
-        if path is None:
+    down: str | None = None  # the provisioner could not be reached: once per look is enough
+    for log, parse in ((src.dnsmasq_log, lambda lines: dnsmasq_events(lines, now)),
+                       (src.access_log, access_events)):
+        if log is None:
+            continue
+        where = provisioner if log.on_provisioner else LocalTransport()
+        shown = f"{where.name}:{log.path}" if log.on_provisioner else log.path
+        if log.on_provisioner and down is not None:
+            unread.append(f"{shown}: {down}")
             continue
         try:
-            events += parse(read_tail(path).splitlines())
+            events += parse(read_tail(where, log.path).splitlines())
         except OSError as exc:
-            unread.append(f"{path}: {exc.strerror or exc}")
+            unread.append(f"{shown}: {exc.strerror or exc}")
+        except UpiError as exc:  # the provisioner refused us, or did not answer
+            down = str(exc)
+            unread.append(f"{shown}: {down}")
     return events
 
 
@@ -93,11 +111,12 @@ def _ignition_age(assets: Path | None, now: float) -> float | None:
     return now - max(times) if times else None
 
 
-def snapshot(inv: Inventory, src: Sources, *, threshold: float) -> Snapshot:
-    """Read every source once and place every node."""
+def snapshot(inv: Inventory, src: Sources, *, threshold: float,
+             provisioner: Transport | None = None) -> Snapshot:
+    """Read every source once and place every node (the provisioner's logs through `provisioner`)."""
     now = datetime.now().astimezone()
     unread: list[str] = []
-    events = _events(src, now, unread)
+    events = _events(src, provisioner or LocalTransport(), now, unread)
     rows, strangers = build_rows(inv, events, installed=_installed(inv, src.out),
                                  cluster=_cluster(inv, src, unread), now=now, threshold=threshold,
                                  ignition_age=_ignition_age(src.assets, time.time()))
@@ -170,10 +189,19 @@ def show(snap: Snapshot) -> None:
 
 def sources(inv: Inventory, *, dnsmasq_log: Path | None, access_log: Path | None, out: Path | None,
             assets: Path | None, kubeconfig: Path | None) -> Sources:
-    """The inventory's log paths unless overridden on the command line."""
+    """The inventory's log paths unless overridden on the command line (files here).
+
+    The inventory's are on the provisioner when it has an `ssh` section that is not `local`.
+    """
     prov = inv.provisioner
-    return Sources(dnsmasq_log or Path(prov.dnsmasq_log),
-                   access_log or (Path(prov.http_access_log) if prov.http_access_log else None),
+    remote = prov.ssh is not None and not prov.ssh.local
+
+    def pick(given: Path | None, default: str | None) -> Log | None:
+        if given is not None:
+            return Log(str(given))
+        return Log(default, remote) if default else None
+
+    return Sources(pick(dnsmasq_log, prov.dnsmasq_log), pick(access_log, prov.http_access_log),
                    out, assets, kubeconfig)
 
 
@@ -187,14 +215,20 @@ def status_command(inventory: Path, src_args: dict[str, Path | None], *, thresho
 
     inv = load_inventory(inventory, check_files=False)
     src = sources(inv, **src_args)
-    while True:
-        snap = snapshot(inv, src, threshold=threshold)
-        if as_json and watch:
-            console.print_json_line(json.dumps(to_json(snap), separators=(",", ":")))
-        elif as_json:
-            console.print_json(to_json(snap))
-        else:
-            show(snap)
-        if not watch or all(r.done for r in snap.rows):
-            return not any(r.stuck for r in snap.rows)
-        time.sleep(interval)
+    # `upi push`'s way to the provisioner; an SSH one connects on first read, once per run.
+    prov = inv.provisioner
+    provisioner = open_transport(inv, prov.ssh, str(prov.ip)) if prov.ssh else LocalTransport()
+    try:
+        while True:
+            snap = snapshot(inv, src, threshold=threshold, provisioner=provisioner)
+            if as_json and watch:
+                console.print_json_line(json.dumps(to_json(snap), separators=(",", ":")))
+            elif as_json:
+                console.print_json(to_json(snap))
+            else:
+                show(snap)
+            if not watch or all(r.done for r in snap.rows):
+                return not any(r.stuck for r in snap.rows)
+            time.sleep(interval)
+    finally:
+        provisioner.close()

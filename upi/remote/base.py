@@ -34,6 +34,13 @@ class Transport(Protocol):
         """
         ...
 
+    def read_tail(self, path: str, limit: int) -> bytes:
+        """The last `limit` bytes of the file at `path` at most, from a line start (tail_of).
+
+        A missing or unreadable file is an OSError (its errno and strerror set).
+        """
+        ...
+
     def close(self) -> None:
         """Release the connection (a no-op locally)."""
         ...
@@ -51,6 +58,31 @@ class Source(Protocol):
 
 
 Content = bytes | Source | Path
+
+
+class Seekable(Protocol):
+    """An open file (local, or SFTP) read from an offset."""
+
+    def seek(self, offset: int, whence: int = 0, /) -> object:
+        """Move to `offset`."""
+        ...
+
+    def read(self, size: int, /) -> bytes:
+        """At most `size` bytes."""
+        ...
+
+
+def tail_of(fh: Seekable, size: int, limit: int) -> bytes:
+    """The last `limit` bytes at most of an open file of `size` bytes, from a line start.
+
+    Never more than `limit` is read (a log may be large, or grow while read);
+    when the file is longer, the cut first line is dropped.
+    """
+    fh.seek(max(0, size - limit))
+    data = fh.read(limit)
+    if size > limit:
+        data = data[data.find(b"\n") + 1:]
+    return data
 
 
 class Writable(Protocol):

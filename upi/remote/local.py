@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from upi.errors import CommandError
-from upi.remote.base import SBIN_DIRS, Content, copy_into
+from upi.remote.base import SBIN_DIRS, Content, copy_into, tail_of
 from upi.remote.errors import RemoteError
 from upi.runner import Result, run
 from upi.safefs import write_all
@@ -66,6 +66,11 @@ class LocalTransport:
                 os.close(fd)
         except OSError as exc:
             raise RemoteError(f"local: cannot write {path}: {exc.strerror or exc}") from None
+
+    def read_tail(self, path: str, limit: int) -> bytes:
+        """The end of a file here (Transport.read_tail)."""
+        with Path(path).open("rb") as fh:
+            return tail_of(fh, os.fstat(fh.fileno()).st_size, limit)
 
     def close(self) -> None:
         """Nothing to release."""

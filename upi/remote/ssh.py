@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import paramiko
 
-from upi.remote.base import SBIN_DIRS, Content, copy_into
+from upi.remote.base import SBIN_DIRS, Content, copy_into, tail_of
 from upi.remote.errors import HostKeyError, RemoteError
 from upi.remote.hostkeys import RefuseUnknown, changed_key, load_known_hosts, revoked_key
 from upi.runner import Result
@@ -169,12 +169,10 @@ class SshTransport:
         writes report a failure late, or not at all if it comes at close.
         """
         def op(client: paramiko.SSHClient) -> None:
-            if self._sftp is None:
-                self._sftp = client.open_sftp()
-                self._sftp.get_channel().settimeout(self.command_timeout)  # type: ignore[union-attr]
+            sftp = self._sftp_of(client)
             with contextlib.suppress(FileNotFoundError):
-                self._sftp.remove(path)
-            with self._sftp.open(path, "wxb") as fh:  # x: O_EXCL
+                sftp.remove(path)
+            with sftp.open(path, "wxb") as fh:  # x: O_EXCL
                 fh.chmod(mode)
                 fh.set_pipelined(True)  # don't wait for each chunk's ack
                 copy_into(fh, content)
@@ -184,6 +182,24 @@ class SshTransport:
             self._retrying(f"upload of {path}", op)
         except OSError as exc:
             raise RemoteError(f"{self.name}: cannot write {path}: {exc}") from None
+
+    def _sftp_of(self, client: paramiko.SSHClient) -> paramiko.SFTPClient:
+        if self._sftp is None:
+            self._sftp = client.open_sftp()
+            self._sftp.get_channel().settimeout(self.command_timeout)  # type: ignore[union-attr]
+        return self._sftp
+
+    def read_tail(self, path: str, limit: int) -> bytes:
+        """The end of a file on the host, read over SFTP (Transport.read_tail).
+
+        Only the tail crosses the link: the file is opened, its size taken from
+        the open handle, and at most `limit` bytes read from there.
+        """
+        def op(client: paramiko.SSHClient) -> bytes:
+            with self._sftp_of(client).open(path, "rb") as fh:
+                return tail_of(fh, fh.stat().st_size or 0, limit)
+
+        return self._retrying(f"read of {path}", op)
 
     def close(self) -> None:
         """Close the SFTP session and the connection."""

@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
+
+from upi.remote.base import Transport
 
 # A log is read from its end: an install's events are recent; a site's log may be large.
 MAX_READ = 64 << 20
@@ -47,15 +48,9 @@ class Event:
     status: int | None = None
 
 
-def read_tail(path: Path, limit: int = MAX_READ) -> str:
-    """The last `limit` bytes of a log (from a line start), decoded leniently."""
-    with path.open("rb") as f:
-        size = f.seek(0, 2)
-        f.seek(max(0, size - limit))
-        data = f.read()
-    if size > limit:
-        data = data[data.find(b"\n") + 1:]
-    return data.decode(errors="replace")
+def read_tail(transport: Transport, path: str, limit: int = MAX_READ) -> str:
+    """The last `limit` bytes of a log (from a line start), here or on the host, decoded leniently."""
+    return transport.read_tail(path, limit).decode(errors="replace")
 
 
 def _year_stamp(month: int, day: int, hms: tuple[int, int, int], now: datetime) -> datetime | None:
