@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from bootvms_support import node_uri, require_libvirt, shut_off
 from conftest import inventory_path, require, require_root
 from csr_cases import client, serving
 from fake_kube import FakeKube
@@ -23,11 +24,16 @@ from pushkit import Sshd, start_sshd
 from pxe_harness import Lab
 
 from upi.cli import app
+from upi.facts import vm_specs
 from upi.installed import Installed, save_record
 from upi.inventory import load_inventory
 from upi.remote import LocalTransport, SshTransport
+from upi.render import domain_xml
 from upi.status.logs import access_events, dnsmasq_events
 from upi.status.stages import CAUSES, IGNITION_404, IGNITION_OLD
+from upi.vms import Connections
+from upi.vms.installed import installed_vms
+from upi.vms.libvirt_ops import boot_from_disk_xml
 
 INVENTORY = str(inventory_path("dgxpod"))
 STRANGER_IP = "10.33.3.99"  # inside dgxpod's machine_cidr, no node's
@@ -306,3 +312,57 @@ def test_dnsmasq_stamps_take_the_year_before_now() -> None:
     line = "Dec 31 23:59:01 dnsmasq-dhcp[7]: 123 DHCPACK(br0) 10.33.3.44 b8:ce:f6:10:33:44 worker-0"
     (ev,) = dnsmasq_events([line], now)
     assert (ev.time.year, ev.kind, ev.mac, ev.ip) == (2026, "dhcp", "b8:ce:f6:10:33:44", "10.33.3.44")
+
+
+# --- VM power state: libvirt's test driver, the domains upi renders ----------------------------
+
+def _vm_domains(*, switched: str, never_started: str, other_mac: str) -> list[str]:
+    """dgxpod's VM domains as upi renders them: `switched` boots from disk (boot-vms moved it after
+    its install), `never_started` is defined and shut off, `other_mac` is another machine of that
+    name; the rest run in their install phase."""
+    inv = load_inventory(inventory_path("dgxpod"), check_files=False)
+    out = []
+    for spec in vm_specs(inv):
+        xml = domain_xml(spec)
+        if spec.name == switched:
+            xml = boot_from_disk_xml(xml[xml.index("<domain"):])
+        if spec.name == other_mac:
+            xml = xml.replace(spec.mac, "52:54:00:99:99:99")
+        out.append(shut_off(xml) if spec.name == never_started else xml[xml.index("<domain"):])
+    return out
+
+
+def test_a_vm_powered_off_by_its_install_is_installed(tmp_path: Path) -> None:
+    libvirt = require_libvirt()
+    uri = node_uri(tmp_path, *_vm_domains(switched="master-2", never_started="bootstrap",
+                                          other_mac="master-1"))
+    inv = load_inventory(inventory_path("dgxpod"), check_files=False)
+    with Connections() as conns:
+        assert installed_vms(inv, connect=uri, connections=conns) == ({"master-2"}, [])
+        # RHCOS reboots at the end of its install; on_reboot=destroy powers the VM off.
+        for name in ("master-0", "master-1"):
+            conns.get(uri).lookupByName(name).reboot()
+        assert conns.get(uri).lookupByName("master-0").state() == [
+            libvirt.VIR_DOMAIN_SHUTOFF, libvirt.VIR_DOMAIN_SHUTOFF_SHUTDOWN]
+        # master-1's domain has another MAC: not the inventory's machine.
+        assert installed_vms(inv, connect=uri, connections=conns) == ({"master-0", "master-2"}, [])
+        conns.get(uri).lookupByName("master-2").destroy()  # off after its switch: still installed
+        assert installed_vms(inv, connect=uri, connections=conns)[0] == {"master-0", "master-2"}
+
+
+def test_status_reads_vm_state_with_connect(runner, tmp_path: Path) -> None:
+    require_libvirt()
+    uri = node_uri(tmp_path, *_vm_domains(switched="master-0", never_started="bootstrap",
+                                          other_mac="master-1"))
+    result, doc = _status(runner, "--connect", uri, "--dnsmasq-log", os.devnull, "--json")
+    assert result.exit_code == 0, result.output
+    assert _node(doc, "master-0")["stages"]["installed"] == {"reached": True, "time": None}
+    assert _node(doc, "master-0")["current"] == "installed"
+    for name in ("bootstrap", "master-1", "master-2"):
+        assert not _node(doc, name)["stages"]["installed"]["reached"], name
+    assert doc["unread"] == []
+    bad = f"test://{tmp_path / 'none.xml'}"
+    result, doc = _status(runner, "--connect", bad, "--dnsmasq-log", os.devnull, "--json")
+    assert result.exit_code == 0, result.output
+    (note,) = doc["unread"]
+    assert note.startswith(f"libvirt: {bad}: cannot connect")

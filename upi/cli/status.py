@@ -18,7 +18,8 @@ def _path_opt(*decls: str, metavar: str, help: str) -> object:  # noqa: A002  (t
     epilog="\b\nExamples:\n  upi status inventories/dgxpod.yaml\n"
     "  upi status inventories/dgxpod.yaml --dir assets/dgxpod -o out/dgxpod --watch\n"
     "  upi status inventories/dgxpod.yaml --dnsmasq-log dnsmasq.log --access-log access.log --json\n"
-    "  upi status inventories/dgxpod.yaml --stuck-after 45m",
+    "  upi status inventories/dgxpod.yaml --stuck-after 45m\n"
+    "  upi status inventories/dgxpod.yaml --connect qemu+ssh://root@kvm1/system",
 )
 def status(
     inventory: InventoryArg,
@@ -38,6 +39,10 @@ def status(
         "--access-log", metavar="FILE", help="The HTTP server's access log, common or combined "
         "format, a file here (default: the inventory's provisioner.http_access_log, on the "
         "provisioner).")] = None,
+    connect: Annotated[str | None, typer.Option(
+        "--connect", metavar="URI", show_default=False,
+        help="libvirt URI of every VM node, for their power state (default: the inventory's "
+        "hypervisors, when reachable).")] = None,
     stuck_after: Annotated[float, duration_option(
         "--stuck-after", unit="m", default=1200,
         help="A node this long at one stage is stuck: its likely causes are listed")] = 1200,
@@ -52,7 +57,8 @@ def status(
 
     One row per node, the time it reached each stage: DHCP lease and PXE
     file, kernel and initramfs (dnsmasq's log), ignition and rootfs (the
-    HTTP access log), installed (upi's record in the render directory),
+    HTTP access log), installed (upi's record in the render directory, or
+    libvirt: a VM powered off after its install, or booting from disk),
     client and serving CSR, Node Ready, GPUs verified (the API). Then the
     current stage and how long the node has been there; for a node stuck
     longer than --stuck-after, the likely causes. A MAC or IP in the logs
@@ -65,6 +71,7 @@ def status(
 
     ok = status_command(inventory, {"dnsmasq_log": dnsmasq_log, "access_log": access_log, "out": out,
                                     "assets": assets, "kubeconfig": kubeconfig},
-                        threshold=stuck_after, watch=watch, interval=interval, as_json=as_json)
+                        connect=connect, threshold=stuck_after, watch=watch, interval=interval,
+                        as_json=as_json)
     if not ok:
         raise typer.Exit(1)

@@ -33,6 +33,7 @@ class Sources:
     out: Path | None
     assets: Path | None
     kubeconfig: Path | None
+    connect: str | None = None  # libvirt URI of every VM node (default: the inventory's hypervisors)
 
 
 @dataclass
@@ -67,20 +68,39 @@ def _events(src: Sources, provisioner: Transport, now: datetime, unread: list[st
     return events
 
 
-def _installed(inv: Inventory, out: Path | None) -> dict[str, datetime | None]:
-    if out is None:
-        return {}
-    from upi.installed import load_record
-
-    macs = {n.name: n.mac.lower() for n in inv.nodes}
+def _installed(inv: Inventory, src: Sources, unread: list[str]) -> dict[str, datetime | None]:
+    """Installed nodes: upi's record in the render dir (with its time), and VMs libvirt shows done."""
     found: dict[str, datetime | None] = {}
-    for name, rec in load_record(out).items():
-        if macs.get(name) == rec.mac.lower():  # another MAC is another machine
-            try:
-                found[name] = datetime.fromisoformat(rec.since.replace("Z", "+00:00"))
-            except ValueError:
-                found[name] = None
+    if src.out is not None:
+        from upi.installed import load_record
+
+        macs = {n.name: n.mac.lower() for n in inv.nodes}
+        for name, rec in load_record(src.out).items():
+            if macs.get(name) == rec.mac.lower():  # another MAC is another machine
+                try:
+                    found[name] = datetime.fromisoformat(rec.since.replace("Z", "+00:00"))
+                except ValueError:
+                    found[name] = None
+    for name in _installed_vms(inv, src.connect, unread):
+        found.setdefault(name, None)  # libvirt keeps no time of the power-off
     return found
+
+
+def _installed_vms(inv: Inventory, connect: str | None, unread: list[str]) -> set[str]:
+    """VMs libvirt shows installed.
+
+    Without --connect, a hypervisor (or libvirt-python) that is not there is
+    not consulted, silently: status is often run where libvirt is not.
+    """
+    from upi.vms.installed import installed_vms
+
+    try:
+        done, problems = installed_vms(inv, connect=connect)
+    except UpiError as exc:  # libvirt-python is not installed
+        done, problems = set(), [str(exc)]
+    if connect is not None:
+        unread += [f"libvirt: {p}" for p in problems]
+    return done
 
 
 def _cluster(inv: Inventory, src: Sources, unread: list[str]) -> Cluster:
@@ -117,7 +137,7 @@ def snapshot(inv: Inventory, src: Sources, *, threshold: float,
     now = datetime.now().astimezone()
     unread: list[str] = []
     events = _events(src, provisioner or LocalTransport(), now, unread)
-    rows, strangers = build_rows(inv, events, installed=_installed(inv, src.out),
+    rows, strangers = build_rows(inv, events, installed=_installed(inv, src, unread),
                                  cluster=_cluster(inv, src, unread), now=now, threshold=threshold,
                                  ignition_age=_ignition_age(src.assets, time.time()))
     return Snapshot(rows, strangers, unread, now)
@@ -188,7 +208,7 @@ def show(snap: Snapshot) -> None:
 
 
 def sources(inv: Inventory, *, dnsmasq_log: Path | None, access_log: Path | None, out: Path | None,
-            assets: Path | None, kubeconfig: Path | None) -> Sources:
+            assets: Path | None, kubeconfig: Path | None, connect: str | None = None) -> Sources:
     """The inventory's log paths unless overridden on the command line (files here).
 
     The inventory's are on the provisioner when it has an `ssh` section that is not `local`.
@@ -202,11 +222,11 @@ def sources(inv: Inventory, *, dnsmasq_log: Path | None, access_log: Path | None
         return Log(default, remote) if default else None
 
     return Sources(pick(dnsmasq_log, prov.dnsmasq_log), pick(access_log, prov.http_access_log),
-                   out, assets, kubeconfig)
+                   out, assets, kubeconfig, connect)
 
 
 def status_command(inventory: Path, src_args: dict[str, Path | None], *, threshold: float, watch: bool,
-                   interval: float, as_json: bool) -> bool:
+                   interval: float, as_json: bool, connect: str | None = None) -> bool:
     """Print the status once (or every `interval` with `watch`, until every node is done).
 
     True when no node is stuck.
@@ -214,7 +234,7 @@ def status_command(inventory: Path, src_args: dict[str, Path | None], *, thresho
     import json
 
     inv = load_inventory(inventory, check_files=False)
-    src = sources(inv, **src_args)
+    src = sources(inv, **src_args, connect=connect)
     # `upi push`'s way to the provisioner; an SSH one connects on first read, once per run.
     prov = inv.provisioner
     provisioner = open_transport(inv, prov.ssh, str(prov.ip)) if prov.ssh else LocalTransport()
