@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -184,16 +185,23 @@ def test_a_large_rhcos_file_is_streamed_intact(runner, tmp_path, example_dir, ss
     assert stat.S_IMODE(landed.stat().st_mode) == 0o644
 
 
-class _RacingChannel:
-    """A channel whose last output lands between upi's recv_ready() check and its exit-status check,
-    as paramiko's transport thread can deliver it under load (output, then the exit status)."""
+class _TrailingChannel:
+    """A channel as sshd drives it under load: the exit status first (sshd reaped the command),
+    the command's last output a few polls later, then EOF."""
 
-    def __init__(self) -> None:
-        self.out = [b"a" * 70 + b"  /x/.bootstrap.ign.upi-new\n"]
-        self.checks = 0
+    def __init__(self, late: bool) -> None:
+        self.out = [b"a" * 64 + b"  /x/.bootstrap.ign.upi-new\n"]
+        self.polls = 0 if late else 99
+        self._fd, self._w = os.pipe()  # select() needs a descriptor; nothing is ever written
+
+    @property
+    def eof_received(self) -> bool:
+        return not self.out
+
+    closed = False
 
     def recv_ready(self) -> bool:
-        return bool(self.out) and self.checks > 0
+        return bool(self.out) and self.polls >= 3
 
     def recv(self, n: int) -> bytes:
         return self.out.pop(0)
@@ -202,23 +210,24 @@ class _RacingChannel:
         return False
 
     def exit_status_ready(self) -> bool:
-        self.checks += 1  # the data "arrives" now, just before the status is seen
+        self.polls += 1
         return True
 
     def recv_exit_status(self) -> int:
         return 0
 
-    def fileno(self) -> int:  # pragma: no cover - never selected: the status is ready at once
-        raise AssertionError
+    def fileno(self) -> int:
+        return self._fd
 
-    def close(self) -> None:  # pragma: no cover
+    def close(self) -> None:  # pragma: no cover - only on a timeout
         pass
 
 
-def test_output_that_arrives_with_the_exit_status_is_not_lost() -> None:
-    # Under load, sha256sum's line came after the recv_ready() check and was dropped: push then
+@pytest.mark.parametrize("late", [True, False])
+def test_output_that_trails_the_exit_status_is_not_lost(late: bool) -> None:
+    # Under load, sha256sum's line reached upi after its exit status and was dropped: push then
     # said "the upload ... is incomplete or altered" about a good upload.
     from upi.remote.ssh import _collect
 
-    rc, out, err = _collect(_RacingChannel(), 5.0)  # type: ignore[arg-type]
+    rc, out, err = _collect(_TrailingChannel(late), 5.0)  # type: ignore[arg-type]
     assert rc == 0 and out.endswith(b"/x/.bootstrap.ign.upi-new\n") and err == b""

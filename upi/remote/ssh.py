@@ -30,8 +30,16 @@ PRELUDE = f'export LC_ALL=C PATH="$PATH:{":".join(SBIN_DIRS)}"; exec '
 OUTPUT_CAP = 4 * 1024 * 1024
 
 
+# How long output may still trail the exit status before upi stops waiting for EOF.
+EOF_GRACE = 5.0
+
+
 class _Timeout(Exception):
     pass
+
+
+def _past(moment: float | None) -> bool:
+    return moment is not None and time.monotonic() >= moment
 
 
 class _TooMuch(Exception):
@@ -47,6 +55,7 @@ def _collect(chan: paramiko.Channel, timeout: float,
              cap: int = OUTPUT_CAP) -> tuple[int, bytes, bytes]:
     """Read stdout and stderr until the command exits; _Timeout at `timeout`, _TooMuch past `cap`."""
     deadline = time.monotonic() + timeout
+    settle: float | None = None  # when the exit status came, plus EOF_GRACE
     out, err = bytearray(), bytearray()
     while True:
         if len(out) > cap or len(err) > cap:
@@ -56,9 +65,11 @@ def _collect(chan: paramiko.Channel, timeout: float,
             out += chan.recv(65536)
         elif chan.recv_stderr_ready():
             err += chan.recv_stderr(65536)
-        elif chan.exit_status_ready():
-            # The host sends the exit status after the last output, but output can arrive
-            # between the two checks above and this one: it is buffered, so read it all.
+        elif chan.exit_status_ready() and (chan.eof_received or chan.closed or _past(settle)):
+            # sshd sends the exit status when it reaps the command, which can be before it has
+            # forwarded the last of the command's output: EOF says the output is complete (a
+            # daemon the command left holding its stdout gets EOF_GRACE, then is not waited for).
+            # Output that landed between the checks above and this one is buffered: read it all.
             while chan.recv_ready():
                 out += chan.recv(65536)
             while chan.recv_stderr_ready():
@@ -68,6 +79,8 @@ def _collect(chan: paramiko.Channel, timeout: float,
                 raise _TooMuch
             return chan.recv_exit_status(), bytes(out), bytes(err)
         else:
+            if settle is None and chan.exit_status_ready():
+                settle = time.monotonic() + EOF_GRACE
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 chan.close()
