@@ -165,19 +165,25 @@ class Tree:
         except FileNotFoundError:
             return None
 
-    def read(self, rel: str, limit: int | None = None) -> bytes | None:
-        """The bytes of regular file `rel`; None if missing, a link or not a regular file."""
+    def _open_existing(self, rel: str) -> int | None:
+        """A read fd on `rel` without following links; None if missing, a link, a FIFO or a dir."""
         dfd, name = self._split(rel)
         if dfd is None:
             return None
         try:
-            fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
+            return os.open(name, _READ_FLAGS, dir_fd=dfd)
         except FileNotFoundError:
             return None
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
                 return None
             raise
+
+    def read(self, rel: str, limit: int | None = None) -> bytes | None:
+        """The bytes of regular file `rel`; None if missing, a link or not a regular file."""
+        fd = self._open_existing(rel)
+        if fd is None:
+            return None
         try:
             return read_fd(fd, limit, self.root / rel)
         except _NotRegular:
@@ -211,17 +217,9 @@ class Tree:
 
     def open_read(self, rel: str) -> int | None:
         """A blocking read fd on regular file `rel` (to stream a large file); None otherwise."""
-        dfd, name = self._split(rel)
-        if dfd is None:
+        fd = self._open_existing(rel)
+        if fd is None:
             return None
-        try:
-            fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
-                return None
-            raise
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             return None
