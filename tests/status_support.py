@@ -7,6 +7,7 @@ import fcntl
 import os
 import pty
 import select
+import struct
 import subprocess
 import sys
 import termios
@@ -80,6 +81,8 @@ def spawn(args: list[str], *, tty: bool, env: dict[str, str] | None = None) -> U
         assert proc.stdout is not None and proc.stderr is not None
         return Upi(proc, proc.stdout.fileno(), proc.stderr.fileno())
     master, slave = pty.openpty()
+    # A wide terminal, so the live table's cells are not cut to `…`.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 220, 0, 0))
     try:
         proc = subprocess.Popen(argv, cwd=ROOT, env=environ, stdin=slave, stdout=slave, stderr=slave,
                                 start_new_session=True, preexec_fn=_take_terminal)
