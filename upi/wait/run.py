@@ -25,7 +25,7 @@ from upi.wait.state import STATE_FILE, WaitState, load_state
 from upi.wait.workers import Worker, Workers
 
 INSTALLER_STATE = ".openshift_install_state.json"
-APPROVER, SHEPHERD, METAL = "CSR approver", "VM shepherd", "metal booter"
+APPROVER, SHEPHERD, METAL, STATUS = "CSR approver", "VM shepherd", "metal booter", "status reader"
 CONSOLE_HOST = "console-openshift-console"
 SHEPHERD_POLL = 1.0  # seconds: how soon a stop (or a missed libvirt event) is noticed
 
@@ -55,6 +55,7 @@ class WaitRequest:
     gpu: bool = False  # go on from install-complete into `upi gpu`'s steps
     gpu_timeout: float = 60.0  # minutes for the GPU steps
     gpu_poll: float = 5.0  # seconds between looks at the cluster during the GPU steps
+    status_every: float = 15.0  # seconds between `upi status` looks at the nodes (0: none)
 
     @property
     def admin_kubeconfig(self) -> Path:
@@ -139,6 +140,22 @@ def _metal(req: WaitRequest, inv: Inventory, display: WaitDisplay) -> Worker:
         run_metal(req.inventory, inv, req.render_dir, hooks, mcs_probe(inv, req.assets), stop)
 
     return Worker(METAL, job, display.warn)
+
+
+def _status(req: WaitRequest, inv: Inventory, display: WaitDisplay) -> Worker:
+    """`upi status`'s looks at the nodes (the inventory's logs, libvirt, the API), every status_every."""
+    from upi.commands.status import Looker, sources
+
+    src = sources(inv, dnsmasq_log=None, access_log=None, out=req.render_dir, assets=req.assets,
+                  kubeconfig=req.admin_kubeconfig, connect=req.connect)
+
+    def job(stop: threading.Event) -> None:
+        with Looker(inv, src) as looker:
+            while not stop.is_set():
+                display.nodes(looker.look())
+                stop.wait(req.status_every)
+
+    return Worker(STATUS, job, display.warn)
 
 
 def _remove_bootstrap(req: WaitRequest, inv: Inventory, conns: Any, display: WaitDisplay,
@@ -228,6 +245,8 @@ def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
             workers.add(_shepherd(req, inv, conns, deadline or opts.bootstrap_budget, display))
         if req.metal and metal_workers(inv) and not state.is_done("install_complete"):
             workers.add(_metal(req, inv, display))
+        if req.status_every > 0 and not state.is_done("install_complete"):
+            workers.add(_status(req, inv, display))
         try:
             result = run_wait(_hooks(req, inv, installer, workers, conns, display, done), opts)
         except WaitInterrupted as exc:
