@@ -129,7 +129,8 @@ class Kube:
         old_rv = (before or {}).get("metadata", {}).get("resourceVersion")
         return Applied(out, changed=old_rv != out["metadata"].get("resourceVersion"), created=before is None)
 
-    def merge_patch(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Obj) -> Obj:
+    def merge_patch(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Obj,
+                    *, manager: str = FIELD_MANAGER) -> Obj:
         """A JSON merge patch (InstallPlan approval: one field, owned by whoever approves)."""
         from lightkube.types import PatchType
 
@@ -137,7 +138,7 @@ class Kube:
         out = self._call(
             lambda: _plain(self.conn.api.patch(
                 res, name, patch, namespace=namespace, patch_type=PatchType.MERGE,
-                field_manager=FIELD_MANAGER)),
+                field_manager=manager)),
             f"patch {describe(api_version, kind, name, namespace)}",
         )
         assert out is not None  # noqa: S101 - only missing_ok calls return None
