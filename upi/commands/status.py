@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -41,7 +42,7 @@ def _events(src: Sources, provisioner: Transport, now: datetime, unread: list[st
     down: str | None = None  # the provisioner could not be reached: once per look is enough
     for log, parse in ((src.dnsmasq_log, lambda lines: dnsmasq_events(lines, now)),
                        (src.access_log, access_events)):
-        if log is None:
+        if log is None or log.path == os.devnull:  # /dev/null: no such log (only files are read)
             continue
         where = provisioner if log.on_provisioner else LocalTransport()
         shown = f"{where.name}:{log.path}" if log.on_provisioner else log.path
