@@ -101,8 +101,8 @@ def test_wait_tells_each_nodes_stage_changes_into_a_pipe(tmp_path, site, kube, m
     inv, assets, log = site
     script(monkeypatch, tmp_path, bootstrap_complete=["slow"])
     upi = start(inv, assets, kube, tty=False)
-    upi.until(lambda: f"  status: {NODE}: waiting\n" in upi.text(), "the first look")
-    assert "  status: worker-0: waiting\n" in upi.text()
+    upi.until(lambda: "  status: worker-1: waiting\n" in upi.text(), "the first look (its last node)")
+    assert f"  status: {NODE}: waiting\n" in upi.text()
     move_node_along(upi, inv, log, kube)
     (tmp_path / "release").touch()  # the fake installer's bootstrap completes
     assert upi.finish() == 0, upi.text() + upi.stderr()
