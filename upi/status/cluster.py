@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from upi.errors import UpiError
+from upi.gpu.verify import VERIFIED
 from upi.inventory.model import Inventory
 from upi.status.stages import Cluster, keep_first
 
@@ -95,8 +96,6 @@ def _gpu_verified(obj: dict[str, Any], gpus: int | None, ready: bool) -> tuple[d
     or anything else (`failed`): not verified. Without one (GPUs set up by
     other means), a Ready node allocating its GPUs counts, at a time unknown.
     """
-    from upi.gpu.verify import VERIFIED
-
     annotations = _dict(_dict(obj.get("metadata")).get("annotations"))
     if VERIFIED in annotations:
         when = parse_time(annotations[VERIFIED])

@@ -142,18 +142,34 @@ def _metal(req: WaitRequest, inv: Inventory, display: WaitDisplay) -> Worker:
     return Worker(METAL, job, display.warn)
 
 
-def _status(req: WaitRequest, inv: Inventory, display: WaitDisplay) -> Worker:
-    """`upi status`'s looks at the nodes (the inventory's logs, libvirt, the API), every status_every."""
+def _status(req: WaitRequest, inv: Inventory, display: WaitDisplay) -> Worker | None:
+    """`upi status`'s looks at the nodes (the inventory's logs, libvirt, the API), every status_every.
+
+    The first look is taken here, in the calling thread, before any other
+    helper starts: its lazy imports (lightkube, paramiko, libvirt) then run
+    in one thread only. Imports racing in several threads can meet a module
+    half initialized (seen: asyncio, under paramiko). None when even the
+    first look fails (a warning): the wait goes on without the table.
+    """
     from upi.commands.status import Looker, sources
+    from upi.errors import UpiError
 
     src = sources(inv, dnsmasq_log=None, access_log=None, out=req.render_dir, assets=req.assets,
                   kubeconfig=req.admin_kubeconfig, connect=req.connect)
+    looker = Looker(inv, src)
+    try:
+        display.nodes(looker.look())
+    except UpiError as exc:
+        looker.close()
+        display.warn(f"{STATUS}: {exc}; no nodes' table")
+        return None
 
     def job(stop: threading.Event) -> None:
-        with Looker(inv, src) as looker:
-            while not stop.is_set():
+        try:
+            while not stop.wait(req.status_every):
                 display.nodes(looker.look())
-                stop.wait(req.status_every)
+        finally:
+            looker.close()
 
     return Worker(STATUS, job, display.warn)
 
@@ -239,14 +255,16 @@ def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
                        deadline=deadline)
     done: list[str] = []
     with Connections() as conns, Workers() as workers:
+        # First: its first look runs here, before any other helper's thread (_status).
+        if req.status_every > 0 and not state.is_done("install_complete") and (
+                status := _status(req, inv, display)) is not None:
+            workers.add(status)
         if req.approve:
             workers.add(_approver(req, display))
         if req.vms and targets(inv, req.connect) and not state.is_done("bootstrap_complete"):
             workers.add(_shepherd(req, inv, conns, deadline or opts.bootstrap_budget, display))
         if req.metal and metal_workers(inv) and not state.is_done("install_complete"):
             workers.add(_metal(req, inv, display))
-        if req.status_every > 0 and not state.is_done("install_complete"):
-            workers.add(_status(req, inv, display))
         try:
             result = run_wait(_hooks(req, inv, installer, workers, conns, display, done), opts)
         except WaitInterrupted as exc:
