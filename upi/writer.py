@@ -33,6 +33,7 @@ Status = Literal["new", "changed", "unchanged", "removed"]
 OWNED_ELSEWHERE = ("http/", "installed.json")
 STAGING_PREFIX = ".upi-staging-"
 JOURNAL = ".upi-commit"  # in a staging dir: present = complete, to be renamed into place
+Journal = dict[str, list[str]]  # {"replace": paths, manifest.json last; "remove": paths}
 MANIFEST_LIMIT = 64 << 20
 LOCK_WAIT = 30.0  # seconds a second writer waits for the first
 
@@ -145,8 +146,14 @@ def _existing(tree: Tree) -> set[str]:
 
 def _plan(tree: Tree | None, files: list[RenderedFile], previous: dict[str, str]) -> list[Change]:
     changes = []
+    missing: set[str] = set()  # directories DIR lacks: asked once, not once per file in them
     for f in files:
-        st = tree.lstat(f.path) if tree else None
+        parent = f.path.rpartition("/")[0]
+        st = None
+        if tree and parent not in missing:
+            st = tree.lstat(f.path)
+            if st is None and parent and tree.dir_fd(parent) is None:
+                missing.add(parent)
         if st is None:
             changes.append(Change(f.path, "new"))
         elif stat.S_ISDIR(st.st_mode):
@@ -335,12 +342,12 @@ def update_tree(out: Path, files: list[RenderedFile], *, force: bool = False, di
             text = _diff(tree, files, changes) if diff else None
             if all(c.status == "unchanged" for c in changes):
                 return TreeUpdate(changes, text)
-            name = _stage(tree, files, changes)
+            name, journal = _stage(tree, files, changes)
         except OSError as exc:
             raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc}; "
                               "the files already there were left as they were") from None
         try:
-            _roll_forward(tree, name)
+            _roll_forward(tree, name, journal)
         except OSError as exc:
             raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc} while renaming the "
                               "staged files into place; the next `upi render` into it completes "
@@ -357,8 +364,8 @@ def _refuse_foreign(out: Path, foreign: list[str]) -> None:
         )
 
 
-def _stage(tree: Tree, files: list[RenderedFile], changes: list[Change]) -> str:
-    """The staging dir's name, holding every file and a journal, flushed to disk."""
+def _stage(tree: Tree, files: list[RenderedFile], changes: list[Change]) -> tuple[str, Journal]:
+    """The staging dir's name, holding every file and a journal (also returned), flushed to disk."""
     name = STAGING_PREFIX + secrets.token_hex(8)
     os.mkdir(name, 0o700, dir_fd=tree.fd)
     try:
@@ -381,21 +388,30 @@ def _stage(tree: Tree, files: list[RenderedFile], changes: list[Change]) -> str:
     except BaseException:
         _remove_staging(tree, name)
         raise
-    return name
+    return name, journal
 
 
-def _roll_forward(tree: Tree, name: str) -> None:
-    """Rename a complete staging dir's files into place, do its removals, delete it."""
+def _roll_forward(tree: Tree, name: str, written: Journal | None = None) -> None:
+    """Rename a complete staging dir's files into place, do its removals, delete it.
+
+    `written`: the journal this process just wrote (its paths are upi's own); without
+    it the journal is read back from the staging dir and every path in it checked.
+    """
     stage_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=tree.fd)
     with Tree(tree.root / name, stage_fd) as stage:
-        raw = stage.read(JOURNAL, MANIFEST_LIMIT)
-        try:
-            journal = json.loads(raw) if raw is not None else None
-        except (ValueError, RecursionError):
-            journal = None
+        journal: object = written
+        if journal is None:
+            raw = stage.read(JOURNAL, MANIFEST_LIMIT)
+            try:
+                journal = json.loads(raw) if raw is not None else None
+            except (ValueError, RecursionError):
+                journal = None
         if isinstance(journal, dict):
-            replace = [p for p in journal.get("replace", []) if relpath(p)]
-            remove = [p for p in journal.get("remove", []) if relpath(p)]
+            replace = journal.get("replace", [])
+            remove = journal.get("remove", [])
+            if written is None:
+                replace = [p for p in replace if relpath(p)]
+                remove = [p for p in remove if relpath(p)]
             _move_all(stage, tree, replace)
             for path in remove:
                 st = tree.lstat(path)
