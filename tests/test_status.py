@@ -22,6 +22,7 @@ from csr_cases import client, serving
 from fake_kube import FakeKube
 from pushkit import Sshd, start_sshd
 from pxe_harness import Lab
+from status_support import spawn
 
 from upi.cli import app
 from upi.facts import vm_specs
@@ -366,3 +367,26 @@ def test_status_reads_vm_state_with_connect(runner, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     (note,) = doc["unread"]
     assert note.startswith(f"libvirt: {bad}: cannot connect")
+
+
+# --- nothing prompts: an ssh hypervisor whose host key is unknown -------------------------------
+
+def test_status_never_prompts_for_an_ssh_hypervisor(example_dir: Path, sshd: Sshd) -> None:
+    """libvirt's qemu+ssh runs the ssh client, which asks on the terminal about an unknown host key
+    (and for a password): on a terminal of its own, status must still end, without asking."""
+    require_libvirt()
+    require("ssh")
+    inv = example_dir / "dgxpod.yaml"
+    uri = f"qemu+ssh://nobody@127.0.0.1:{sshd.port}/system"
+    inv.write_text(inv.read_text().replace("uri: qemu:///system", f"uri: {uri}"))
+    quiet = spawn(["status", str(inv), "--dnsmasq-log", os.devnull], tty=True,
+                  env={"KUBECONFIG": ""})
+    assert quiet.finish() == 0, quiet.text()
+    assert "continue connecting" not in quiet.text() and "assword" not in quiet.text()
+    assert "libvirt" not in quiet.text()  # without --connect an unreachable hypervisor is silent
+    told = spawn(["status", str(inv), "--dnsmasq-log", os.devnull, "--connect", uri, "--json"],
+                 tty=True, env={"KUBECONFIG": ""})
+    assert told.finish() == 0, told.text()
+    doc = json.loads(told.text()[told.text().index("{"):])
+    (note,) = doc["unread"]
+    assert note.startswith(f"libvirt: {uri}: cannot connect") and "Host key verification failed" in note

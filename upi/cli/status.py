@@ -47,7 +47,9 @@ def status(
         "--stuck-after", unit="m", default=1200,
         help="A node this long at one stage is stuck: its likely causes are listed")] = 1200,
     watch: Annotated[bool, typer.Option(
-        "--watch", help="Print again every --interval until every node is done (Ctrl-C stops).")]
+        "--watch", help="Look again every --interval until every node is done: a live table on a "
+        "terminal, the changes as lines into a pipe, a JSON line per look with --json. Ctrl-C "
+        "stops it with the last look's exit status.")]
     = False,
     interval: Annotated[float, duration_option(
         "--interval", unit="s", default=10.0, minimum=0.1, help="How often --watch looks")] = 10.0,
@@ -65,13 +67,15 @@ def status(
     that no node has is reported. The inventory's logs are read on the
     provisioner over SSH when it has an ssh section (as upi push reaches
     it), on this machine otherwise; --dnsmasq-log and --access-log are
-    files here. Exit 0, or 1 when a node is stuck; 2 for bad input.
+    files here. Nothing prompts: an ssh hypervisor that would ask for a
+    host key or a password is a warning. Exit 0, or 1 when a node is stuck;
+    2 for bad input.
     """
     from upi.commands.status import status_command
 
-    ok = status_command(inventory, {"dnsmasq_log": dnsmasq_log, "access_log": access_log, "out": out,
+    code = status_command(inventory, {"dnsmasq_log": dnsmasq_log, "access_log": access_log, "out": out,
                                     "assets": assets, "kubeconfig": kubeconfig},
                         connect=connect, threshold=stuck_after, watch=watch, interval=interval,
                         as_json=as_json)
-    if not ok:
-        raise typer.Exit(1)
+    if code:
+        raise typer.Exit(code)

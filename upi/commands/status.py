@@ -6,14 +6,14 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from upi import console
 from upi.errors import UpiError
 from upi.inventory import Inventory, load_inventory
 from upi.remote import LocalTransport, Transport, open_transport
 from upi.status.logs import Event, access_events, dnsmasq_events, read_tail
-from upi.status.stages import STAGES, Cluster, Row, Stranger, build_rows
+from upi.status.stages import Cluster, build_rows
+from upi.status.view import Snapshot, StatusView, show, to_json
 
 
 @dataclass(frozen=True)
@@ -34,16 +34,6 @@ class Sources:
     assets: Path | None
     kubeconfig: Path | None
     connect: str | None = None  # libvirt URI of every VM node (default: the inventory's hypervisors)
-
-
-@dataclass
-class Snapshot:
-    """One look: the rows, the strangers, and what could not be read."""
-
-    rows: list[Row]
-    strangers: list[Stranger]
-    unread: list[str]
-    now: datetime
 
 
 def _events(src: Sources, provisioner: Transport, now: datetime, unread: list[str]) -> list[Event]:
@@ -143,70 +133,6 @@ def snapshot(inv: Inventory, src: Sources, *, threshold: float,
     return Snapshot(rows, strangers, unread, now)
 
 
-def _clock(when: datetime | None) -> str:
-    return when.astimezone().strftime("%H:%M:%S") if when is not None else "?"
-
-
-def _for(snap: Snapshot, row: Row) -> str:
-    from upi.cli.base import duration_text
-
-    if row.since is None:
-        return "-"
-    return duration_text(max(0, int((snap.now - row.since).total_seconds())))
-
-
-def table_rows(snap: Snapshot) -> list[list[str]]:
-    """The table's cells: a time per stage reached, `-` not yet, blank when it does not apply."""
-    out = []
-    for row in snap.rows:
-        cells = [row.name, row.role]
-        for key, _ in STAGES:
-            if key not in row.applicable:
-                cells.append("")
-            else:
-                cells.append(_clock(row.stages[key]) if key in row.stages else "-")
-        cells += [row.current + (" (stuck)" if row.stuck else ""), _for(snap, row)]
-        out.append(cells)
-    return out
-
-
-def to_json(snap: Snapshot) -> dict[str, Any]:
-    """The document `--json` prints."""
-    def iso(when: datetime | None) -> str | None:
-        return when.isoformat() if when is not None else None
-
-    return {
-        "now": snap.now.isoformat(),
-        "nodes": [{
-            "name": r.name, "role": r.role, "mac": r.mac, "ip": r.ip,
-            "stages": {k: ({"reached": k in r.stages, "time": iso(r.stages.get(k))}
-                           if k in r.applicable else None) for k, _ in STAGES},
-            "current": r.current, "since": iso(r.since),
-            "seconds": int((snap.now - r.since).total_seconds()) if r.since else None,
-            "stuck": r.stuck, "causes": r.causes, "done": r.done,
-        } for r in snap.rows],
-        "unknown": [{"kind": s.what, "value": s.value, "first_seen": iso(s.first), "seen": s.seen}
-                    for s in snap.strangers],
-        "unread": snap.unread,
-    }
-
-
-def show(snap: Snapshot) -> None:
-    """The table on stdout; stuck nodes' likely causes and the strangers after it."""
-    console.print_table(f"Nodes at {snap.now.strftime('%H:%M:%S')}",
-                        ["NODE", "ROLE", *(name for _, name in STAGES), "NOW", "FOR"], table_rows(snap))
-    for row in snap.rows:
-        if row.stuck:
-            console.say(f"{row.name}: stuck at {row.current} for {_for(snap, row)}; likely:")
-            for cause in row.causes:
-                console.say(f"  - {cause}")
-    for s in snap.strangers:
-        console.say(f"not in the inventory: {s.what.upper()} {s.value} "
-                    f"({s.seen}, first at {_clock(s.first)})")
-    for what in snap.unread:
-        console.warn(f"cannot read {what}")
-
-
 def sources(inv: Inventory, *, dnsmasq_log: Path | None, access_log: Path | None, out: Path | None,
             assets: Path | None, kubeconfig: Path | None, connect: str | None = None) -> Sources:
     """The inventory's log paths unless overridden on the command line (files here).
@@ -225,30 +151,79 @@ def sources(inv: Inventory, *, dnsmasq_log: Path | None, access_log: Path | None
                    out, assets, kubeconfig, connect)
 
 
-def status_command(inventory: Path, src_args: dict[str, Path | None], *, threshold: float, watch: bool,
-                   interval: float, as_json: bool, connect: str | None = None) -> bool:
-    """Print the status once (or every `interval` with `watch`, until every node is done).
+STUCK_AFTER = 1200.0  # seconds at one stage before a node is stuck (--stuck-after's default)
+INTERRUPTED = 130  # the exit status of a watch stopped by Ctrl-C before its first look ended
 
-    True when no node is stuck.
+
+class Looker:
+    """Every source of one inventory, looked at again and again over one way to the provisioner.
+
+    `upi push`'s way: an SSH one connects on the first read and stays open
+    until close(). A context manager.
     """
+
+    def __init__(self, inv: Inventory, src: Sources, *, threshold: float = STUCK_AFTER) -> None:
+        self.inv, self.src, self.threshold = inv, src, threshold
+        prov = inv.provisioner
+        self.provisioner = open_transport(inv, prov.ssh, str(prov.ip)) if prov.ssh else LocalTransport()
+
+    def look(self) -> Snapshot:
+        """Read every source once and place every node."""
+        return snapshot(self.inv, self.src, threshold=self.threshold, provisioner=self.provisioner)
+
+    def close(self) -> None:
+        """Close the way to the provisioner."""
+        self.provisioner.close()
+
+    def __enter__(self) -> Looker:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def _verdict(snap: Snapshot) -> int:
+    return 1 if any(r.stuck for r in snap.rows) else 0
+
+
+def _watch(looker: Looker, interval: float, as_json: bool) -> int:
+    """Look every `interval` until every node is done; Ctrl-C ends the watch like that, cleanly.
+
+    The exit status is the last look's; 130 when Ctrl-C came before any look ended.
+    """
+    import contextlib
     import json
 
-    inv = load_inventory(inventory, check_files=False)
-    src = sources(inv, **src_args, connect=connect)
-    # `upi push`'s way to the provisioner; an SSH one connects on first read, once per run.
-    prov = inv.provisioner
-    provisioner = open_transport(inv, prov.ssh, str(prov.ip)) if prov.ssh else LocalTransport()
+    last: Snapshot | None = None
     try:
-        while True:
-            snap = snapshot(inv, src, threshold=threshold, provisioner=provisioner)
-            if as_json and watch:
-                console.print_json_line(json.dumps(to_json(snap), separators=(",", ":")))
-            elif as_json:
-                console.print_json(to_json(snap))
-            else:
-                show(snap)
-            if not watch or all(r.done for r in snap.rows):
-                return not any(r.stuck for r in snap.rows)
-            time.sleep(interval)
-    finally:
-        provisioner.close()
+        with contextlib.nullcontext() if as_json else StatusView() as view:
+            while True:
+                last = looker.look()
+                if view is None:
+                    console.print_json_line(json.dumps(to_json(last), separators=(",", ":")))
+                else:
+                    view.update(last)
+                if all(r.done for r in last.rows):
+                    return _verdict(last)
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        console.progress("upi status: stopped (Ctrl-C)")
+        return INTERRUPTED if last is None else _verdict(last)
+
+
+def status_command(inventory: Path, src_args: dict[str, Path | None], *, threshold: float, watch: bool,
+                   interval: float, as_json: bool, connect: str | None = None) -> int:
+    """Print the status once, or with `watch` every `interval` until every node is done.
+
+    The exit status: 0, or 1 when a node is stuck (130: see _watch).
+    """
+    inv = load_inventory(inventory, check_files=False)
+    with Looker(inv, sources(inv, **src_args, connect=connect), threshold=threshold) as looker:
+        if watch:
+            return _watch(looker, interval, as_json)
+        snap = looker.look()
+        if as_json:
+            console.print_json(to_json(snap))
+        else:
+            show(snap)
+        return _verdict(snap)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from upi.facts.boot import BootEntry, boot_entries, tftp_path
-from upi.inventory.model import Inventory, Node
+from upi.inventory.model import Inventory, Node, Role
 from upi.status.logs import Event
 
 STAGES: tuple[tuple[str, str], ...] = (
@@ -63,7 +63,7 @@ class Row:
 
     @property
     def done(self) -> bool:
-        """The node reached its last stage (Ready, or GPU on a GPU node)."""
+        """The node reached its last stage (Ready; GPU on a GPU node; installed for the bootstrap)."""
         return bool(self.applicable) and self.applicable[-1] in self.stages
 
 
@@ -88,12 +88,18 @@ class Cluster:
 
 
 def applicable_stages(inv: Inventory, node: Node) -> tuple[str, ...]:
-    """The node's stages: rootfs only with a live rootfs (4.6+), GPU only on GPU nodes."""
+    """The node's stages: rootfs only with a live rootfs (4.6+), GPU only on GPU nodes.
+
+    The bootstrap ends at installed: it runs bootkube from its disk and never
+    joins the cluster it starts (no CSR, no Node).
+    """
     skip = set()
     if not inv.live_rootfs:
         skip.add("rootfs")
     if not node.gpu:
         skip.add("gpu")
+    if node.role is Role.bootstrap:
+        skip |= {"client_csr", "serving_csr", "ready"}
     return tuple(key for key, _ in STAGES if key not in skip)
 
 
