@@ -4,7 +4,10 @@ Same run, same records, same server:
   1. `upi check dns INVENTORY --json` as a user runs it (a new process);
   2. dnspython's raw rate: a serial loop of dns.query.udp with no checking;
   3. the documented serial `dig` loop (one dig process per record).
-Goals (issue 3): upi >= 20x the dig loop, and within 2x of dnspython's raw rate.
+Goals (issue 3): upi >= 20x the dig loop, and within 2x of dnspython's raw rate
+(>= 0.5x of it). A missed goal prints GOAL MISSED and exits 1. The dig loop
+runs over the first --dig-sample queries (default 2,000; 0: all) and its rate
+is compared: one dig process per query costs the same for every record.
 
     python bench/check_dns.py            # 5,000 nodes (the dig loop takes minutes)
     python bench/check_dns.py --quick    # 200 nodes
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import shutil
 import socket
 import subprocess
@@ -27,6 +31,10 @@ import dns.query
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+GOAL_VS_DIG = 20.0
+GOAL_VS_RAW = 0.5
+DIG_SAMPLE = 2_000
+GOAL_NODES = 5_000
 sys.path.insert(0, str(ROOT))
 
 from upi.check.dns import check_dns, probes  # noqa: E402 - after the path is set
@@ -97,10 +105,12 @@ def timed(label: str, n: int, fn) -> float:  # type: ignore[no-untyped-def]
     return seconds
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000, help="cluster size (default 5000)")
     parser.add_argument("--quick", action="store_true", help="200 nodes: a run of seconds")
+    parser.add_argument("--dig-sample", type=int, default=DIG_SAMPLE,
+                        help=f"queries the dig loop runs (default {DIG_SAMPLE:,}; 0: all)")
     args = parser.parse_args()
     nodes = 200 if args.quick else args.nodes
     with tempfile.TemporaryDirectory(prefix="upi-bench-") as tmp:
@@ -128,19 +138,31 @@ def main() -> None:
 
             rawt = timed("dnspython serial dns.query.udp", n, raw)
 
+            sample = queries[:args.dig_sample] if args.dig_sample > 0 else queries
+
             def dig() -> None:
-                for q in queries:
+                for q in sample:
                     run(["dig", "+noall", "+answer", "@127.0.0.1", "-p", str(port), q.name,
                          q.rdtype], timeout=30)
 
-            digt = timed("serial dig loop (bind9-dnsutils)", n, dig)
+            # Per query, as a rate: the sample's time scaled to all n queries.
+            digt = timed("serial dig loop (bind9-dnsutils)", len(sample), dig) * n / len(sample)
         finally:
             proc.terminate()
             proc.wait(5)
-    print(f"  upi vs dig loop: {digt / upi:.1f}x faster (goal >= 20x)")
-    print(f"  upi vs dnspython raw: {rawt / upi:.2f}x the raw rate (goal >= 0.5x); "
-          f"in process {rawt / inproc:.2f}x")
+    vs_dig, vs_raw = digt / upi, rawt / upi
+    print(f"  upi vs dig loop: {vs_dig:.1f}x faster (goal >= {GOAL_VS_DIG:.0f}x)")
+    print(f"  upi vs dnspython raw: {vs_raw:.2f}x the raw rate (goal >= {GOAL_VS_RAW}x); "
+          f"in process {rawt / inproc:.2f}x; load average {'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if nodes < GOAL_NODES:  # a new process's start-up outweighs a few hundred queries
+        print(f"  (the goals are set for {GOAL_NODES:,} nodes: not judged on {nodes:,})")
+        return 0
+    missed = [f"upi vs the dig loop: {vs_dig:.1f}x"] if vs_dig < GOAL_VS_DIG else []
+    missed += [f"upi vs dnspython's raw rate: {vs_raw:.2f}x"] if vs_raw < GOAL_VS_RAW else []
+    for m in missed:
+        print(f"GOAL MISSED: {m}")
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, inventory_path, require, require_root
 
-from upi import safefs, writer
+from upi import safefs, staging, writer
 from upi.cli import app
 
 SECRET = b"-----BEGIN OPENSSH PRIVATE KEY-----\nTOP-SECRET\n"
@@ -308,7 +308,7 @@ def test_a_failed_flush_is_an_error_and_changes_nothing(
         raise OSError(errno_, os.strerror(errno_))
 
     before = _snapshot(rendered)
-    monkeypatch.setattr(writer, "syncfs", failing)
+    monkeypatch.setattr(staging, "syncfs", failing)
     result = _render(runner, inventory_path("compact"), rendered)
     assert result.exit_code == 1
     assert os.strerror(errno_) in result.output and "left as they were" in result.output

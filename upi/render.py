@@ -186,10 +186,18 @@ def manifest(files: list[RenderedFile], inv: Inventory, *, bootstrap_retired: bo
     }
     if bootstrap_retired:
         doc["bootstrap_retired"] = True
-    doc["files"] = {f.path: {"sha256": f.sha256, "mode": f"{f.mode:04o}"} for f in files}
+    doc["files"] = {}
     if images:
         doc["images"] = dict(sorted(images.items()))
-    return _file(MANIFEST, json.dumps(doc, indent=2) + "\n")
+    # json.dumps(doc, indent=2) with the files written here: with an indent, json encodes in
+    # Python, and 5,000 entries of one fixed shape took 15 ms. Same bytes (test_render_each).
+    entries = ",\n".join(f'    {json.dumps(f.path)}: {{\n      "sha256": "{f.sha256}",\n'
+                         f'      "mode": "{f.mode:04o}"\n    }}' for f in files)
+    text = json.dumps(doc, indent=2)
+    empty = '\n  "files": {}'  # the top-level key: the only one indented by two spaces
+    at = text.index(empty) + len(empty) - 2
+    text = text[:at] + ("{\n" + entries + "\n  }" if entries else "{}") + text[at + 2:]
+    return _file(MANIFEST, text + "\n")
 
 
 def install_config_yaml(inv: Inventory) -> str:

@@ -10,14 +10,14 @@ symlink planted inside the directory can lead outside it (docs/render.md, docs/p
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
+import functools
 import hashlib
 import os
 import re
 import stat
 from pathlib import Path
+from typing import Any
 
 from upi.errors import RenderError, UpiError, UsageError
 
@@ -67,16 +67,19 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _load_syncfs() -> object:
-    name = ctypes.util.find_library("c")
+@functools.cache
+def _syncfs_call() -> Any:
+    """The C library's syncfs(2), or None where it has none.
+
+    The process's own symbols hold libc (dlopen(NULL)): no ctypes.util.find_library,
+    which runs `ldconfig -p` (20 ms of every render).
+    """
+    import ctypes  # only when flushing: `upi --help` and validate never load it
+
     try:
-        libc = ctypes.CDLL(name, use_errno=True)
-        return libc.syncfs
+        return ctypes.CDLL(None, use_errno=True).syncfs
     except (OSError, AttributeError):  # pragma: no cover - not glibc/Linux
         return None
-
-
-_SYNCFS = _load_syncfs()
 
 
 def syncfs(fd: int) -> None:
@@ -85,10 +88,13 @@ def syncfs(fd: int) -> None:
     os.sync() cannot report a failed writeback; syncfs(2) does (Linux >= 5.8),
     so a disk that filled or failed while flushing is an error, not exit 0.
     """
-    if _SYNCFS is None:  # pragma: no cover - not Linux
+    call = _syncfs_call()
+    if call is None:  # pragma: no cover - not Linux
         os.sync()
         return
-    if _SYNCFS(fd) != 0:  # type: ignore[operator]
+    if call(fd) != 0:
+        import ctypes
+
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 

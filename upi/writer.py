@@ -3,7 +3,7 @@
 DIR is locked while it is written (a second writer waits, then fails
 clearly), nothing below DIR is reached through a symlink (upi.safefs), and a
 write interrupted after its journal is complete is finished by the next
-write into DIR, so readers see the old set or the new one.
+write into DIR, so readers see the old set or the new one (upi.staging).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import errno
 import fcntl
 import json
 import os
-import secrets
-import shutil
 import stat
 import time
 from collections.abc import Iterator
@@ -25,14 +23,13 @@ from typing import Any, Literal
 
 from upi.errors import RenderError, UpiError, UsageError
 from upi.render import MANIFEST, RenderedFile
-from upi.safefs import DIR_MODE, Tree, UnsafePath, relpath, shown, syncfs, write_all
+from upi.safefs import DIR_MODE, Tree, UnsafePath, relpath, shown
+from upi.staging import STAGING_PREFIX, recover, roll_forward, stage
 
 Status = Literal["new", "changed", "unchanged", "removed"]
 # Paths other upi commands own inside a render dir (upi ignition stages http/;
 # installed.json is the record of installed nodes, upi.installed).
 OWNED_ELSEWHERE = ("http/", "installed.json")
-STAGING_PREFIX = ".upi-staging-"
-JOURNAL = ".upi-commit"  # in a staging dir: present = complete, to be renamed into place
 MANIFEST_LIMIT = 64 << 20
 LOCK_WAIT = 30.0  # seconds a second writer waits for the first
 
@@ -145,8 +142,14 @@ def _existing(tree: Tree) -> set[str]:
 
 def _plan(tree: Tree | None, files: list[RenderedFile], previous: dict[str, str]) -> list[Change]:
     changes = []
+    missing: set[str] = set()  # directories DIR lacks: asked once, not once per file in them
     for f in files:
-        st = tree.lstat(f.path) if tree else None
+        parent = f.path.rpartition("/")[0]
+        st = None
+        if tree and parent not in missing:
+            st = tree.lstat(f.path)
+            if st is None and parent and tree.dir_fd(parent) is None:
+                missing.add(parent)
         if st is None:
             changes.append(Change(f.path, "new"))
         elif stat.S_ISDIR(st.st_mode):
@@ -335,12 +338,12 @@ def update_tree(out: Path, files: list[RenderedFile], *, force: bool = False, di
             text = _diff(tree, files, changes) if diff else None
             if all(c.status == "unchanged" for c in changes):
                 return TreeUpdate(changes, text)
-            name = _stage(tree, files, changes)
+            name, journal = stage(tree, files, [c.path for c in changes if c.status == "removed"])
         except OSError as exc:
             raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc}; "
                               "the files already there were left as they were") from None
         try:
-            _roll_forward(tree, name)
+            roll_forward(tree, name, journal)
         except OSError as exc:
             raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc} while renaming the "
                               "staged files into place; the next `upi render` into it completes "
@@ -355,117 +358,3 @@ def _refuse_foreign(out: Path, foreign: list[str]) -> None:
             f"{out} holds files upi did not write ({shown_names}); render into an empty "
             "directory, or pass --force to write beside them"
         )
-
-
-def _stage(tree: Tree, files: list[RenderedFile], changes: list[Change]) -> str:
-    """The staging dir's name, holding every file and a journal, flushed to disk."""
-    name = STAGING_PREFIX + secrets.token_hex(8)
-    os.mkdir(name, 0o700, dir_fd=tree.fd)
-    try:
-        with Tree(tree.root / name, os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                                            dir_fd=tree.fd)) as stage:
-            for f in files:
-                stage.create(f.path, f.content, f.mode)
-            # One flush for the whole staged tree, not an fsync per file (5,000 journal commits).
-            syncfs(stage.fd)
-            journal = {"replace": sorted((f.path for f in files), key=lambda p: p == MANIFEST),
-                       "remove": [c.path for c in changes if c.status == "removed"]}
-            fd = os.open(JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
-                         dir_fd=stage.fd)
-            try:
-                write_all(fd, json.dumps(journal).encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.fsync(stage.fd)
-    except BaseException:
-        _remove_staging(tree, name)
-        raise
-    return name
-
-
-def _roll_forward(tree: Tree, name: str) -> None:
-    """Rename a complete staging dir's files into place, do its removals, delete it."""
-    stage_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=tree.fd)
-    with Tree(tree.root / name, stage_fd) as stage:
-        raw = stage.read(JOURNAL, MANIFEST_LIMIT)
-        try:
-            journal = json.loads(raw) if raw is not None else None
-        except (ValueError, RecursionError):
-            journal = None
-        if isinstance(journal, dict):
-            replace = [p for p in journal.get("replace", []) if relpath(p)]
-            remove = [p for p in journal.get("remove", []) if relpath(p)]
-            _move_all(stage, tree, replace)
-            for path in remove:
-                st = tree.lstat(path)
-                if st is not None and not stat.S_ISDIR(st.st_mode):
-                    tree.unlink(path)
-    _remove_staging(tree, name)
-
-
-def _move_all(stage: Tree, tree: Tree, paths: list[str]) -> None:
-    """Rename the staged `paths` into `tree`, in order; a directory DIR lacks moves in one rename.
-
-    A first render's tftp/ of 5,000 PXE files is then one rename, not 5,000.
-    A path already gone from the stage was renamed before a kill: skipped.
-    """
-    moved: list[str] = []  # staged directories renamed whole ("tftp/")
-    absent: dict[str, bool] = {}  # directory -> missing from DIR (asked once each)
-    for path in paths:
-        if moved and path.startswith(tuple(moved)):
-            continue
-        whole = _missing_dir(stage, tree, path, absent)
-        if whole is not None:
-            stage.forget(whole)  # its open fds now point into DIR
-            stage.move_to(whole, tree)
-            moved.append(whole + "/")
-            continue
-        st = stage.lstat(path)
-        if st is not None and stat.S_ISREG(st.st_mode):  # else renamed before the kill
-            stage.move_to(path, tree)
-
-
-def _missing_dir(stage: Tree, tree: Tree, path: str, absent: dict[str, bool]) -> str | None:
-    """The outermost directory of `path` that DIR lacks and the stage holds as a real directory."""
-    parts = path.split("/")[:-1]
-    for i in range(1, len(parts) + 1):
-        rel = "/".join(parts[:i])
-        if rel not in absent:
-            absent[rel] = tree.lstat(rel) is None
-        if absent[rel]:
-            st = stage.lstat(rel)
-            return rel if st is not None and stat.S_ISDIR(st.st_mode) else None
-    return None
-
-
-def recover(tree: Tree) -> None:
-    """Finish or discard what an interrupted write left in DIR (`.upi-staging-*`).
-
-    Called with DIR locked, so no other writer owns them. A staging dir with
-    its journal is rolled forward; one without never touched DIR and is
-    deleted. Links and files under that name are unlinked, never followed.
-    """
-    with os.scandir(tree.fd) as entries:
-        stale = [e.name for e in entries if e.name.startswith(STAGING_PREFIX)]
-    for name in stale:
-        st = os.stat(name, dir_fd=tree.fd, follow_symlinks=False)
-        if not stat.S_ISDIR(st.st_mode):
-            os.unlink(name, dir_fd=tree.fd)
-        elif _has_journal(tree, name):
-            _roll_forward(tree, name)
-        else:
-            _remove_staging(tree, name)
-
-
-def _has_journal(tree: Tree, name: str) -> bool:
-    try:
-        st = os.stat(f"{name}/{JOURNAL}", dir_fd=tree.fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return stat.S_ISREG(st.st_mode)
-
-
-def _remove_staging(tree: Tree, name: str) -> None:
-    # rmtree with dir_fd never follows a link inside the tree.
-    shutil.rmtree(name, dir_fd=tree.fd, ignore_errors=True)

@@ -27,7 +27,8 @@ from upi.images.stream import Stream
 from upi.inventory.model import Inventory
 from upi.render import MANIFEST, PUBLIC
 from upi.safefs import Tree, relpath, sha256_fd, write_all
-from upi.writer import locked, manifest_images, read_manifest, recover
+from upi.staging import recover
+from upi.writer import locked, manifest_images, read_manifest
 
 KEYS = ("kernel", "initramfs", "rootfs", "image")
 OVER_TFTP = ("kernel", "initramfs")

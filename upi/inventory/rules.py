@@ -263,12 +263,15 @@ def _bmcs(inv: Inventory) -> Iterator[Finding]:
 
 def bmc_files(inv: Inventory, names: Iterable[str] | None = None) -> Iterator[Finding]:
     """The BMC credentials (owner-only, well formed) and CA files of the nodes `names` (default: all)."""
+    wanted = None if names is None else set(names)
+    chosen = [(i, node) for i, node in enumerate(inv.nodes)
+              if node.bmc is not None and (wanted is None or node.name in wanted)]
+    if not chosen:
+        return  # and the Redfish client is not imported: most renders have no BMC
     from upi.bmc.credentials import CredentialsError, read_credentials
 
-    wanted = None if names is None else set(names)
-    for i, node in enumerate(inv.nodes):
-        if node.bmc is None or (wanted is not None and node.name not in wanted):
-            continue
+    for i, node in chosen:
+        assert node.bmc is not None  # noqa: S101 - chosen above
         try:
             read_credentials(inv.resolve(node.bmc.credentials_file))
         except CredentialsError as exc:

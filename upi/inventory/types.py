@@ -123,12 +123,31 @@ def _version(value: str) -> str:
     return value.strip()
 
 
+class Address(ipaddress.IPv4Address):
+    """An IPv4 address that keeps its text: a render writes each node's 6-8 times.
+
+    (40,000 str() calls for 5,000 nodes, each formatting four octets anew.)
+    """
+
+    __slots__ = ("_text",)
+
+    def __str__(self) -> str:
+        try:
+            return self._text
+        except AttributeError:
+            self._text: str = super().__str__()
+            return self._text
+
+    def __repr__(self) -> str:
+        return f"IPv4Address({str(self)!r})"  # as the addresses it stands for print
+
+
 def _ipv4(value: object) -> ipaddress.IPv4Address:
     if isinstance(value, ipaddress.IPv4Address):
         return value
     if isinstance(value, str) and _fullmatch(_IPV4, value):
         try:
-            return ipaddress.IPv4Address(value)
+            return Address(value)
         except ValueError:
             pass
     raise ValueError(f"{_shown(value)} is not an IPv4 address")
