@@ -57,7 +57,7 @@ def state(assets: Path) -> set[str]:
 
 
 def cluster_ca(assets: Path) -> Issued:
-    """The root CA the FAKE installer made for ASSETS (cert and key, kept in its state file like the real one)."""
+    """The root CA the FAKE installer made for ASSETS: cert and key, from its state file (as the real one)."""
     kept = json.loads((assets / ".openshift_install_state.json").read_text())["*tls.RootCA"]
     cert_pem, key_pem = base64.b64decode(kept["CertRaw"]), base64.b64decode(kept["KeyRaw"])
     key = serialization.load_pem_private_key(key_pem, password=None)
@@ -72,7 +72,7 @@ class _Healthz(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         self.server.probes.append(self.path)
-        code = 200 if self.path == "/healthz" else 404
+        code = 404 if self.path != "/healthz" else 200 if self.server.up.is_set() else 503
         self.send_response(code)
         self.send_header("Content-Length", "0")
         self.end_headers()
@@ -81,10 +81,11 @@ class _Healthz(BaseHTTPRequestHandler):
 class FakeMcs:
     """A machine config server's /healthz over TLS on loopback, its api-int certificate signed by `ca`.
 
-    `probes` lists every path asked for (what upi's probe did).
+    `probes` lists every path asked for (what upi's probe did). Until `up` is set, /healthz
+    answers 503, as the MCS behind HAProxy does before any backend serves it.
     """
 
-    def __init__(self, work: Path, ca: Issued, domain: str) -> None:
+    def __init__(self, work: Path, ca: Issued, domain: str, *, up: bool = True) -> None:
         leaf = issue(ca, f"api-int.{domain}", server=True, dns=(f"api-int.{domain}",))
         work.mkdir(parents=True, exist_ok=True)
         (work / "mcs.crt").write_bytes(leaf.cert_pem)
@@ -95,6 +96,9 @@ class FakeMcs:
         self.httpd.daemon_threads = True
         self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         self.httpd.probes = []  # type: ignore[attr-defined]
+        self.up = self.httpd.up = threading.Event()  # type: ignore[attr-defined]
+        if up:
+            self.up.set()
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
