@@ -186,7 +186,8 @@ def test_wait_boots_each_worker_once_flips_it_on_join_and_a_resumed_wait_boots_o
     assert (f"worker-1 (BMC {emulator.url}): refused the credentials in {bad} (HTTP 401)") in out
     assert "boot it by hand (upi boot-metal)" in out
     assert PASSWORD not in first.output and "not-the-password" not in first.output
-    assert first.stderr.startswith("upi: error: wait-for install-complete failed (exit 6: install failed")
+    assert first.stderr.startswith("upi: error: wait-for install-complete failed (exit 6: install failed); "
+                                   "the installer's last errors:")
     # (2) worker-0's Node registered: its PXE file now boots the disk, recorded with the MAC.
     assert _booted_disk(s.pxe("worker-0")), s.pxe("worker-0")
     assert "coreos.inst" in s.pxe("worker-1")
