@@ -278,3 +278,17 @@ def test_unreachable_and_refusing_bmcs_are_named_and_the_wait_goes_on(
     assert ami.state.resets == [] and ami.state.patches == []
     assert "coreos.inst" in s.pxe("worker-0") and "coreos.inst" in s.pxe("worker-1")
     assert state(s.assets) == {"bootstrap_complete", "install_complete"}
+
+
+def test_a_credentials_file_others_can_read_stops_wait_before_it_starts(
+        runner: CliRunner, build: Callable[..., MetalSite], ami: AmiFake, example_dir: Path) -> None:
+    creds = write_credentials(example_dir / "bmc-ami.yaml")
+    s = build({"worker-0": {"address": ami.url, "credentials_file": creds.name, "timeout": 5.0}})
+    s.mcs.up.set()
+    creds.chmod(0o644)
+    res = s.wait(runner)
+    assert res.exit_code == 2, res.output
+    assert str(creds) in res.stderr and "chmod 600" in res.stderr and "credentials_file" in res.stderr
+    assert "Traceback" not in res.output and PASSWORD not in res.output
+    assert "wait-for" not in (s.assets / ".openshift_install.log").read_text()
+    assert s.mcs.probes == [] and ami.state.resets == [] and ami.state.patches == []
