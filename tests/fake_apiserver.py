@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
-from fake_kube import status
+from fake_kube import Tamper, send_tampered, status
 from kube_schema import has_schema, schema_errors
 from kube_tls import serve_tls
 
@@ -157,6 +157,8 @@ class FakeApiServer:
         self.controller_errors: list[str] = []
         self.requests: list[tuple[str, str, str]] = []  # (method, path, content type)
         self.controllers: list[Callable[[], None]] = []
+        # Misbehaviour on demand, as in tests/fake_kube.py: raw bytes instead of the answer.
+        self.tamper: Tamper | None = None
         self.closed = False
         self._in_controllers = False
         # Every request must carry the admin client certificate, as the real server demands.
@@ -495,6 +497,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _tampered(self) -> bool:
+        return send_tampered(self, self.fake.tamper, self.command)
+
     def _route(self) -> tuple[tuple[Kind, str, str | None, str | None] | None, dict[str, str]]:
         url = urlsplit(self.path)
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
@@ -515,6 +520,8 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(int(self.headers.get("Content-Length", "0")))
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self._tampered():
+            return
         route, q = self._route()
         if urlsplit(self.path).path == "/version":
             self._send(200, {"major": "1", "minor": "29", "gitVersion": "v1.29.6+fake"})
@@ -623,6 +630,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        if self._tampered():
+            return
         route, _ = self._route()
         if route is None or route[2] is not None:
             self._send(405, status(405, "MethodNotAllowed", "the server does not allow this method"))
@@ -632,6 +641,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(code, doc)
 
     def do_PATCH(self) -> None:  # noqa: N802 - http.server's naming
+        if self._tampered():
+            return
         route, q = self._named()
         if route is None:
             return
@@ -640,6 +651,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(code, doc)
 
     def do_PUT(self) -> None:  # noqa: N802 - http.server's naming
+        if self._tampered():
+            return
         route, q = self._named()
         if route is None:
             return
@@ -670,6 +683,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(code, doc)
 
     def do_DELETE(self) -> None:  # noqa: N802 - http.server's naming
+        if self._tampered():
+            return
         route, _ = self._named()
         if route is None:
             return

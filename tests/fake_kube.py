@@ -51,6 +51,29 @@ DISCOVERY: dict[str, Any] = {
 }
 
 
+Tamper = Callable[[str, str], Iterable[bytes] | None]
+
+
+def send_tampered(handler: BaseHTTPRequestHandler, tamper: Tamper | None, method: str) -> bool:
+    """Send the test's raw bytes instead of the answer, if it wants to for this request.
+
+    `tamper(method, path)` returns the chunks (each flushed on its own, so a
+    generator can drip) or None for the real answer.
+    """
+    chunks = tamper(method, handler.path) if tamper is not None else None
+    if chunks is None:
+        return False
+    handler.rfile.read(int(handler.headers.get("Content-Length") or "0"))  # the request's body
+    try:
+        for chunk in chunks:
+            handler.wfile.write(chunk)
+            handler.wfile.flush()
+    except OSError:
+        pass
+    handler.close_connection = True
+    return True
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -80,7 +103,7 @@ class FakeKube:
         self.closed = False
         # Misbehaviour on demand: tamper(method, path) returns the raw bytes to send instead
         # of the real answer (each chunk flushed on its own, so a generator can drip), or None.
-        self.tamper: Callable[[str, str], Iterable[bytes] | None] | None = None
+        self.tamper: Tamper | None = None
         self.httpd, self.url, self.kubeconfig, self.ca_pem = serve_tls(workdir, _Handler, self)
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -262,21 +285,7 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     def _tampered(self, method: str) -> bool:
-        """Send the test's raw bytes instead of the answer, if it wants to for this request."""
-        tamper = self.fake.tamper
-        chunks = tamper(method, self.path) if tamper is not None else None
-        if chunks is None:
-            return False
-        if method == "PUT":
-            self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        try:
-            for chunk in chunks:
-                self.wfile.write(chunk)
-                self.wfile.flush()
-        except OSError:
-            pass
-        self.close_connection = True
-        return True
+        return send_tampered(self, self.fake.tamper, method)
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         if not self._authenticated() or self._tampered("GET"):

@@ -1,7 +1,8 @@
 """The fake API server behaves like the real one where upi gpu depends on it.
 
-Driven through lightkube (upi.gpu.kube.Kube) over TLS with client
-certificates, as upi talks to a real cluster.
+Driven through upi.gpu.kube.Kube over TLS with client certificates, as upi
+talks to a real cluster; where another client (kubectl, a controller) plays
+its part, lightkube does, with its own generic resources.
 """
 
 from __future__ import annotations
@@ -34,6 +35,30 @@ def server(tmp_path: Path) -> Iterator[tuple[FakeApiServer, Kube]]:
     fake.stop()
 
 
+def resource(api_version: str, kind: str):
+    """lightkube's generic resource of a kind upi uses (another client than upi's own)."""
+    from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+
+    from upi.gpu.kube import KINDS
+
+    plural, namespaced = KINDS[(api_version, kind)]
+    group, _, version = api_version.rpartition("/")
+    make = create_namespaced_resource if namespaced else create_global_resource
+    return make(group, version, kind, plural)
+
+
+@pytest.fixture
+def kubectl(server):
+    """A lightkube client of the same kubeconfig: another field manager than upi."""
+    from lightkube import Client
+    from lightkube.config.kubeconfig import KubeConfig
+
+    fake, _ = server
+    client = Client(KubeConfig.from_file(fake.kubeconfig).get())
+    yield client
+    client.close()
+
+
 def _sub(**spec: object) -> dict:
     return {
         "apiVersion": SUB,
@@ -62,14 +87,12 @@ def test_apply_drops_fields_the_manager_no_longer_sets(server) -> None:
     assert "startingCSV" not in out.obj["spec"]
 
 
-def test_apply_conflicts_with_another_managers_field(server) -> None:
+def test_apply_conflicts_with_another_managers_field(server, kubectl) -> None:
     _, kube = server
     from lightkube.types import PatchType
 
-    from upi.gpu.kube import resource
-
     kube.apply(_sub(channel="stable"))
-    kube.conn.api.patch(
+    kubectl.patch(
         resource(SUB, "Subscription"),
         "s",
         {"spec": {"channel": "other"}},
@@ -100,14 +123,12 @@ def test_status_is_a_subresource(server) -> None:
     assert out["status"]["state"] == "AtLatestKnown"
 
 
-def test_watch_streams_changes(server) -> None:
-    fake, kube = server
-    from upi.gpu.kube import resource
-
+def test_watch_streams_changes(server, kubectl) -> None:
+    fake, _ = server
     seen: list[tuple[str, str]] = []
 
     def watch() -> None:
-        for event, obj in kube.conn.api.watch(resource("v1", "Namespace"), server_timeout=2):
+        for event, obj in kubectl.watch(resource("v1", "Namespace"), server_timeout=2):
             seen.append((event, obj["metadata"]["name"]))
             if obj["metadata"]["name"] == "later":
                 return

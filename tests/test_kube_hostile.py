@@ -15,6 +15,7 @@ import pytest
 from conftest import inventory_path
 from csr_cases import client, serving
 from fake_kube import FakeKube
+from gpu_support import clean_cluster, gpu_args, gpu_inventory
 from test_approve_csr import INVENTORY, add, wait_for
 
 from upi.cli import app
@@ -267,3 +268,54 @@ def test_a_kubeconfig_server_that_is_no_url_is_bad_input(runner, fake, tmp_path,
     assert result.exit_code == 2, result.output
     assert f"upi: error: {kubeconfig}: server {server!r} is not a URL upi can use" in result.stderr
     assert why in result.stderr
+
+
+# --- upi gpu against the fake GPU cluster (tests/fake_apiserver.py + fake_gpu.py), answers tampered ---
+
+CV_PATH = "/apis/config.openshift.io/v1/clusterversions/version"
+JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+
+
+def _endless(stop: threading.Event):
+    yield JSON_HEAD + b'{"metadata": {"name": "version"}, "pad": ['
+    while not stop.is_set():  # no Content-Length and no end: only the cap stops the reader
+        yield b'"xxxxxxxxxxxxxxxx",' * 4000
+
+
+def _dripping(stop: threading.Event):
+    yield JSON_HEAD
+    while not stop.wait(0.1):
+        yield b" "
+
+
+OVERSIZED = {
+    "announced": (lambda stop: [raw(b"{}", length=10**12)],
+                  "the response is 1,000,000,000,000 bytes, more than upi reads (16,777,216)"),
+    "endless": (_endless, "the response is larger than upi reads (262,144 bytes)"),
+    "dripping": (_dripping, "the response took longer than 1 s"),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", OVERSIZED)
+def test_the_gpu_flow_stops_at_an_oversized_or_endless_answer_naming_the_object(
+        runner, tmp_path, monkeypatch, case) -> None:
+    import upi.csr.api as api
+
+    # Lower caps keep the test quick; the announced size is refused at the real cap.
+    monkeypatch.setattr(api, "MAX_RESPONSE", 256 * 1024 if case == "endless" else api.MAX_RESPONSE)
+    monkeypatch.setattr(api, "REQUEST_SECONDS", 1.0)
+    chunks, message = OVERSIZED[case]
+    stop = threading.Event()
+    for cluster in clean_cluster(tmp_path):
+        cluster.api.tamper = lambda method, path: chunks(stop) if path == CV_PATH else None
+        try:
+            result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), cluster))
+        finally:
+            stop.set()
+        assert "Traceback" not in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        assert result.exit_code == 1, result.output
+        assert f"ClusterVersion version: the API at {cluster.api.url} answered badly: GET {CV_PATH}: " \
+               f"{message}" in result.output, result.output
+        assert not [r for r in cluster.api.requests if r[0] in ("PATCH", "POST")]

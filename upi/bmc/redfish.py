@@ -101,8 +101,12 @@ def translated(target: Target, doing: str) -> Iterator[None]:
     from requests import exceptions as rq
     from sushy import exceptions as sx
 
+    from upi.bmc.bounded import AnswerRefused
+
     try:
         yield
+    except AnswerRefused as exc:
+        raise BmcError(f"{target.where}: {exc} while {doing}") from None
     except sx.AccessError as exc:
         raise BmcError(f"{target.where}: refused the credentials in {target.credentials_file} "
                        f"(HTTP {exc.status_code}) while {doing}") from None
@@ -151,14 +155,23 @@ class Redfish:
     def __init__(self, target: Target, credentials: Credentials) -> None:
         import sushy
         from sushy import auth
+        from sushy.connector import Connector
+
+        from upi.bmc.bounded import DEADLINE_FACTOR, BoundedAdapter
 
         self.target = target
+        conn = Connector(target.address, verify=target.verify, default_request_timeout=target.timeout,
+                         connect_timeout=target.timeout,
+                         # One try per request: a BMC that does not answer is reported, not retried.
+                         server_side_retries=1, server_side_retries_delay=1)
+        # sushy has no hook for its requests session; the adapter bounds each request as a whole.
+        bounded = BoundedAdapter(target.timeout * DEADLINE_FACTOR)
+        for scheme in ("https://", "http://"):
+            conn._session.mount(scheme, bounded)
         with translated(target, "connecting"):
             self._root = sushy.Sushy(
                 target.address, auth=auth.BasicAuth(credentials.username, credentials.password),
-                verify=target.verify, read_timeout=target.timeout, connect_timeout=target.timeout,
-                # One try per request: a BMC that does not answer is reported, not retried for minutes.
-                server_side_retries=1, server_side_retries_delay=1)
+                connector=conn)
             self._system = self._root.get_system(self._system_path())
 
     def _system_path(self) -> str:

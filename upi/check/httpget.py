@@ -2,7 +2,8 @@
 
 The socket timeout alone bounds each read, so a server that sends one byte a
 second (in its headers or its body) would hold a check forever: every fetch
-also has an overall deadline, enforced by a watchdog that shuts the socket.
+also has an overall deadline, enforced by a watchdog that shuts the socket
+(`upi.watchdog`).
 Bodies are read up to a cap, or streamed through sha256 without being kept.
 Anything unexpected (a URL that does not parse, a bad redirect, a broken
 status line) becomes `Fetched.error`, never an exception.
@@ -10,15 +11,14 @@ status line) becomes `Fetched.error`, never an exception.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import http.client
-import socket
 import ssl
-import threading
 import time
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
+
+from upi.watchdog import Watchdog
 
 MAX_REDIRECTS = 5
 CHUNK = 1 << 20
@@ -37,32 +37,6 @@ class Fetched:
     sha256: str = ""
     complete: bool = False  # the whole body was read (not cut at `read`)
     error: str = ""
-
-
-class _Watchdog:
-    """Shuts the connection's socket when the deadline passes; blocked reads then return."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.fired = False
-        self.conn: http.client.HTTPConnection | None = None
-        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
-        self._timer.daemon = True
-
-    def __enter__(self) -> _Watchdog:
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
-
-    def _fire(self) -> None:
-        self.fired = True
-        sock = self.conn.sock if self.conn is not None else None
-        if sock is not None:
-            # The plain socket's shutdown: an SSL socket's would drop its state under the reader.
-            with contextlib.suppress(OSError):
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
@@ -97,7 +71,7 @@ def _header(resp: http.client.HTTPResponse, name: str) -> str | None:
 
 
 def _body(resp: http.client.HTTPResponse, keep: int, read: int | None, digest: bool,
-          dog: _Watchdog) -> tuple[bytes, int, str, bool]:
+          dog: Watchdog) -> tuple[bytes, int, str, bool]:
     """Read up to `read` bytes (None: to the end), keeping the first `keep`; hash them if asked."""
     sha = hashlib.sha256() if digest else None
     kept = bytearray()
@@ -121,7 +95,7 @@ def _body(resp: http.client.HTTPResponse, keep: int, read: int | None, digest: b
 
 
 def _once(url: str, *, keep: int, read: int | None, digest: bool, timeout: float,
-          dog: _Watchdog) -> Fetched:
+          dog: Watchdog) -> Fetched:
     """One GET, following up to MAX_REDIRECTS redirects."""
     for _ in range(MAX_REDIRECTS + 1):
         conn, target = _connection(url, timeout)
@@ -156,7 +130,7 @@ def fetch(url: str, *, timeout: float, retries: int = 0, deadline: float | None 
     error = ""
     for _ in range(retries + 1):
         start = time.monotonic()
-        with _Watchdog(limit) as dog:
+        with Watchdog(limit) as dog:
             try:
                 got = _once(url, keep=keep, read=read, digest=digest, timeout=timeout, dog=dog)
             except ValueError as exc:  # the URL (or a redirect's) does not parse: retrying cannot help

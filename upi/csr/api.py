@@ -37,6 +37,7 @@ class ApiStatus(ClusterError):
 
     def __init__(self, what: str, code: int, message: str) -> None:
         self.code = code
+        self.message = message
         super().__init__(f"{what}: HTTP {code}" + (f": {message}" if message else ""))
 
 
@@ -73,20 +74,26 @@ class Api:
         self.deadline = REQUEST_SECONDS if deadline is None else deadline
 
     def request(self, method: str, path: str, *, params: dict[str, str] | None = None,
-                body: dict[str, Any] | None = None) -> dict[str, Any]:
+                body: dict[str, Any] | None = None, content_type: str = "application/json") -> dict[str, Any]:
         """The JSON object of one response; an HTTP error status raises ApiStatus."""
+        raw = self.raw(method, path, params=params, body=body, content_type=content_type)
+        return parse_object(raw, f"{method} {path}")
+
+    def raw(self, method: str, path: str, *, params: dict[str, str] | None = None,
+            body: dict[str, Any] | None = None, content_type: str = "application/json") -> bytes:
+        """The body of one response, read within the caps (a pod's log is text, not JSON)."""
         what = f"{method} {path}"
         kwargs: dict[str, Any] = {"params": params or {}}
         if body is not None:
             kwargs["content"] = json.dumps(body).encode()
-            kwargs["headers"] = {"Content-Type": "application/json"}
+            kwargs["headers"] = {"Content-Type": content_type}
         end = time.monotonic() + self.deadline
         with self.http.stream(method, path, **kwargs) as resp:
             raw = self._read(resp, what, end)
             code = resp.status_code
         if code >= 400:
             raise ApiStatus(what, code, _status_message(raw))
-        return parse_object(raw, what)
+        return raw
 
     def _read(self, resp: Any, what: str, end: float) -> bytes:
         length = resp.headers.get("Content-Length")

@@ -32,15 +32,13 @@ def find_kubeconfig(explicit: Path | None, assets: Path | None = None) -> Path |
 
 @dataclass
 class Connection:
-    """A typed lightkube client and the raw HTTP client the watch streams with."""
+    """The HTTP client every API request goes through (upi.csr.api.Api bounds what it reads)."""
 
-    api: Any  # lightkube.Client
-    http: Any  # httpx2.Client (lightkube's transport: same TLS and credentials)
+    http: Any  # httpx2.Client built by lightkube from the kubeconfig: its TLS and credentials
     server: str
 
     def close(self) -> None:
-        """Release both connection pools."""
-        self.api.close()
+        """Release the connection pool."""
         self.http.close()
 
 
@@ -79,7 +77,6 @@ def _check_server(server: str, where: object) -> None:
 def connect(kubeconfig: Path | None, *, timeout: float = 10.0) -> Connection:
     """Clients for the kubeconfig's current context; TLS is always verified."""
     import httpx2
-    from lightkube import Client
     from lightkube.config.client_adapter import Client as http_client
     from lightkube.config.client_adapter import ConnectionParams
 
@@ -93,8 +90,7 @@ def connect(kubeconfig: Path | None, *, timeout: float = 10.0) -> Connection:
         raise UsageError(f"{where}: server {server[:200]!r} is not https://")
     _check_server(server, where)
     try:
-        api = Client(config, timeout=httpx2.Timeout(timeout))
         http = http_client(config, ConnectionParams(timeout=httpx2.Timeout(timeout)))
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: bad CA or key data
         raise ClusterError(f"{where}: cannot set up TLS: {exc}") from None
-    return Connection(api, http, server)
+    return Connection(http, server)

@@ -1,24 +1,29 @@
-"""The cluster as the GPU flow sees it: plain dicts in and out, over lightkube.
+"""The cluster as the GPU flow sees it: plain dicts in and out, over the bounded API reader.
 
-Every kind is a lightkube generic resource, so the flow handles CRD objects
-(Subscription, ClusterPolicy, ...) and core ones alike; writes go through
-server-side apply with field manager `upi`. API errors become ClusterError
-naming the object.
+Every request goes through `upi.csr.api.Api`, as approve-csr's do: an answer
+is read up to its size cap and within an overall deadline, and one that is
+too large, too slow or not a Kubernetes object is an error naming the
+object. Writes are server-side apply with field manager `upi` (PATCH
+application/apply-patch+yaml, the body JSON, which is YAML), merge patches
+and creates. Every failure is a ClusterError naming the object.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote
 
+from upi.csr.api import Api, ApiResponseError, ApiStatus
 from upi.csr.connect import Connection
 from upi.errors import ClusterError
 
 Obj = dict[str, Any]
 T = TypeVar("T")
 FIELD_MANAGER = "upi"
+APPLY = "application/apply-patch+yaml"
+MERGE = "application/merge-patch+json"
 
 # (apiVersion, kind) -> (plural, namespaced)
 KINDS: dict[tuple[str, str], tuple[str, bool]] = {
@@ -39,15 +44,17 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
 }
 
 
-@functools.cache
-def resource(api_version: str, kind: str) -> Any:
-    """The lightkube generic resource class of a kind upi uses."""
-    from lightkube.generic_resource import create_global_resource, create_namespaced_resource
-
+def path(api_version: str, kind: str, namespace: str | None = None, name: str | None = None,
+         sub: str | None = None) -> str:
+    """The REST path of a kind's collection (no name) or of one object (and a subresource)."""
     plural, namespaced = KINDS[(api_version, kind)]
-    group, _, version = api_version.rpartition("/")
-    make = create_namespaced_resource if namespaced else create_global_resource
-    return make(group, version, kind, plural)
+    out = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+    if namespaced and namespace:
+        out += f"/namespaces/{quote(namespace, safe='')}"
+    out += f"/{plural}"
+    if name is not None:
+        out += f"/{quote(name, safe='')}"
+    return out + (f"/{sub}" if sub else "")
 
 
 def describe(api_version: str, kind: str, name: str, namespace: str | None = None) -> str:
@@ -69,61 +76,51 @@ class Kube:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self.api = Api(conn.http)
 
     def _call(self, fn: Callable[[], T], what: str, *, missing_ok: bool = False) -> T | None:
         import httpx2
-        from lightkube import ApiError
 
         try:
             return fn()
-        except ApiError as exc:
-            if missing_ok and exc.status.code == 404:
+        except ApiStatus as exc:
+            if missing_ok and exc.code == 404:
                 return None
-            raise self._error(exc, what) from None
+            raise ClusterError(f"{what}: {exc.message or f'HTTP {exc.code}'}") from None
+        except ApiResponseError as exc:
+            # Too large, too slow, not JSON: the reader's reason, after the object it was about.
+            raise ClusterError(f"{what}: the API at {self.conn.server} answered badly: {exc}") from None
         except (httpx2.HTTPError, OSError) as exc:
             raise ClusterError(f"cannot reach the API at {self.conn.server}: {exc}") from None
-        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-            # Garbage, truncated or absurdly nested JSON (msgspec's errors are ValueErrors).
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
             why = str(exc)[:200] or type(exc).__name__
             raise ClusterError(f"{what}: the API at {self.conn.server} answered something that is "
                                f"not a Kubernetes object ({why})") from None
 
-    def _error(self, exc: Exception, what: str) -> ClusterError:
-        status = getattr(exc, "status", None)
-        message = getattr(status, "message", None) or str(exc)
-        return ClusterError(f"{what}: {message}")
-
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         """The object, or None when it does not exist."""
-        res = resource(api_version, kind)
-        obj = self._call(
-            lambda: _plain(self.conn.api.get(res, name, namespace=namespace)),
-            describe(api_version, kind, name, namespace),
-            missing_ok=True,
-        )
-        return obj
+        url = path(api_version, kind, namespace, name)
+        return self._call(lambda: _plain(self.api.request("GET", url)),
+                          describe(api_version, kind, name, namespace), missing_ok=True)
 
     def find(
         self, api_version: str, kind: str, namespace: str | None = None, labels: dict[str, str] | None = None
     ) -> list[Obj]:
-        """Every object of a kind (in a namespace, matching labels)."""
-        res = resource(api_version, kind)
-        found = self._call(
-            lambda: [_plain(o) for o in self.conn.api.list(res, namespace=namespace, labels=labels)],
-            f"list {kind}",
-        )
+        """Every object of a kind (in a namespace, matching labels), read page by page."""
+        params = {"labelSelector": ",".join(f"{k}={v}" for k, v in labels.items())} if labels else None
+        url = path(api_version, kind, namespace)
+        found = self._call(lambda: [_plain(o) for o in self.api.list(url, params=params)[1]], f"list {kind}")
         return found or []
 
     def apply(self, obj: Obj) -> Applied:
         """Server-side apply as field manager `upi`; `changed` says whether anything moved."""
-        from lightkube.codecs import from_dict
-
         meta = obj["metadata"]
-        what = describe(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
-        before = self.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
-        resource(obj["apiVersion"], obj["kind"])  # registers the kind for from_dict
+        api_version, kind, name, ns = obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")
+        before = self.get(api_version, kind, name, ns)
         out = self._call(
-            lambda: _plain(self.conn.api.apply(from_dict(obj), field_manager=FIELD_MANAGER)), f"apply {what}"
+            lambda: _plain(self.api.request("PATCH", path(api_version, kind, ns, name), body=obj,
+                                            params={"fieldManager": FIELD_MANAGER}, content_type=APPLY)),
+            f"apply {describe(api_version, kind, name, ns)}",
         )
         assert out is not None  # noqa: S101 - only missing_ok calls return None
         old_rv = (before or {}).get("metadata", {}).get("resourceVersion")
@@ -131,13 +128,9 @@ class Kube:
 
     def merge_patch(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Obj) -> Obj:
         """A JSON merge patch (InstallPlan approval: one field, owned by whoever approves)."""
-        from lightkube.types import PatchType
-
-        res = resource(api_version, kind)
         out = self._call(
-            lambda: _plain(self.conn.api.patch(
-                res, name, patch, namespace=namespace, patch_type=PatchType.MERGE,
-                field_manager=FIELD_MANAGER)),
+            lambda: _plain(self.api.request("PATCH", path(api_version, kind, namespace, name), body=patch,
+                                            params={"fieldManager": FIELD_MANAGER}, content_type=MERGE)),
             f"patch {describe(api_version, kind, name, namespace)}",
         )
         assert out is not None  # noqa: S101 - only missing_ok calls return None
@@ -145,18 +138,12 @@ class Kube:
 
     def create(self, obj: Obj) -> Obj:
         """Create an object (the validation pods: each run gets a fresh one)."""
-        from lightkube.codecs import from_dict
-
-        resource(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
-        what = describe(
-            obj["apiVersion"],
-            obj["kind"],
-            meta.get("name") or meta.get("generateName", ""),
-            meta.get("namespace"),
-        )
+        ns = meta.get("namespace")
+        what = describe(obj["apiVersion"], obj["kind"], meta.get("name") or meta.get("generateName", ""), ns)
         out = self._call(
-            lambda: _plain(self.conn.api.create(from_dict(obj), field_manager=FIELD_MANAGER)),
+            lambda: _plain(self.api.request("POST", path(obj["apiVersion"], obj["kind"], ns), body=obj,
+                                            params={"fieldManager": FIELD_MANAGER})),
             f"create {what}",
         )
         assert out is not None  # noqa: S101 - only missing_ok calls return None
@@ -164,30 +151,22 @@ class Kube:
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         """Delete an object; gone already is fine."""
-        res = resource(api_version, kind)
-        self._call(
-            lambda: self.conn.api.delete(res, name, namespace=namespace),
-            f"delete {describe(api_version, kind, name, namespace)}",
-            missing_ok=True,
-        )
+        self._call(lambda: self.api.request("DELETE", path(api_version, kind, namespace, name)),
+                   f"delete {describe(api_version, kind, name, namespace)}", missing_ok=True)
 
     def logs(self, pod: str, namespace: str, container: str | None = None, tail: int = 20) -> list[str]:
-        """The last lines of a container's log ([] when it has none yet)."""
-        from lightkube import ApiError
+        """The last lines of a container's log ([] when it has none yet, or it cannot be read)."""
+        import httpx2
 
+        params = {"tailLines": str(tail), **({"container": container} if container else {})}
         try:
-            return list(
-                self.conn.api.log(
-                    pod, namespace=namespace, container=container, tail_lines=tail, newlines=False
-                )
-            )
-        except ApiError:
+            raw = self.api.raw("GET", path("v1", "Pod", namespace, pod, "log"), params=params)
+        except (ClusterError, httpx2.HTTPError, OSError):  # a diagnosis without its log is still one
             return []
+        return raw.decode(errors="replace").splitlines()
 
 
 def _plain(obj: Any) -> Obj:
-    to_dict = getattr(obj, "to_dict", None)
-    out: Obj = to_dict() if to_dict is not None else dict(obj)
-    if not isinstance(out.get("metadata", {}), dict):
-        raise TypeError("metadata is not an object")
-    return out
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
+        raise TypeError("not an object with metadata")
+    return obj

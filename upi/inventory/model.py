@@ -205,7 +205,8 @@ class Bmc(_Model):
 
     `verify_tls`: true (the system's CAs), the path of a CA file for this BMC,
     or false (not verified; upi warns at every use). `system_id` names the
-    system when the BMC serves several. `timeout`: seconds per request.
+    system when the BMC serves several. `timeout`: seconds to connect and per read
+    (a whole request, answer included, gets twice that).
     """
 
     address: RedfishUrl

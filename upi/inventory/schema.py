@@ -92,7 +92,7 @@ DESCRIPTIONS = {
     "Bmc.credentials_file": "0600 file with the BMC user and password (relative to the inventory).",
     "Bmc.system_id": "Redfish system id (default: the only system).",
     "Bmc.verify_tls": "true (the system's CAs), false (not verified; warned), or a CA file for this BMC.",
-    "Bmc.timeout": "Seconds per Redfish request.",
+    "Bmc.timeout": "Seconds to connect and for each read; a whole Redfish request gets twice this.",
     "Node.name": "Host name, unique; not a name the cluster's DNS uses (api, apps, ...).",
     "Node.role": "bootstrap, master or worker.",
     "Node.mac": "MAC the node network-boots from (its static DHCP lease).",
