@@ -329,9 +329,8 @@ def test_an_https_mirror_is_trusted_only_through_the_system_ca_store(
     assert (tmp_path / "out/http/rhcos" / NAMES["rootfs"]).read_bytes() == fake_bytes(NAMES["rootfs"])
 
 
-def test_push_publishes_the_staged_files_to_the_tftp_and_http_roots(
-        runner, example_dir: Path, tmp_path: Path, fake_openshift_install: Path) -> None:
-    """End to end with a `local: true` provisioner: render, images, push (tests/pushkit.py)."""
+def staged_site(runner, example_dir: Path, tmp_path: Path):
+    """A `local: true` provisioner site (tests/pushkit.py), rendered, with the RHCOS files staged."""
     require("dnsmasq")
     require("haproxy")
     site = make_site(tmp_path, example_dir, runner, {"local": True})
@@ -343,6 +342,13 @@ def test_push_publishes_the_staged_files_to_the_tftp_and_http_roots(
     src = mirror(tmp_path, {n: fake_bytes(n) for n in NAMES.values()}) / "rhcos/4.19"
     staged = run_images(runner, site.inventory, site.out, str(src))
     assert staged.exit_code == 0, staged.output
+    return site
+
+
+def test_push_publishes_the_staged_files_to_the_tftp_and_http_roots(
+        runner, example_dir: Path, tmp_path: Path, fake_openshift_install: Path) -> None:
+    """End to end with a `local: true` provisioner: render, images, push (tests/pushkit.py)."""
+    site = staged_site(runner, example_dir, tmp_path)
     pushed = runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out), "--json"])
     assert pushed.exit_code == 0, pushed.output
     tftp, http = site.root / "var/lib/tftpboot/rhcos", site.root / "var/www/html/rhcos"
@@ -351,3 +357,33 @@ def test_push_publishes_the_staged_files_to_the_tftp_and_http_roots(
         assert (tftp / name).exists() == (key != "rootfs")
     assert (tftp / NAMES["kernel"]).read_bytes() == fake_bytes(NAMES["kernel"])
     assert not (site.root / "var/www/html/.upi-partial").exists()
+
+
+DAMAGE = {
+    # The same size, other bytes: only the sha256 tells (bit rot, an edit in place).
+    "same size": lambda data: bytes([data[0] ^ 1]) + data[1:],
+    # A cut or grown file: its size tells before any host is touched.
+    "truncated": lambda data: data[:-3],
+}
+
+
+@pytest.mark.parametrize("where", ["tftp", "http"])
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_push_refuses_a_staged_image_that_no_longer_matches_its_record(
+        runner, example_dir: Path, tmp_path: Path, fake_openshift_install: Path, where, damage) -> None:
+    site = staged_site(runner, example_dir, tmp_path)
+    victim = site.out / where / "rhcos" / NAMES["kernel"]
+    data = victim.read_bytes()
+    victim.unlink()  # the tftp/ and http/ copies may be one file (linked): damage only this one
+    victim.write_bytes(DAMAGE[damage](data))
+    for extra in ([], ["--dry-run"]):
+        pushed = runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out), *extra])
+        assert "Traceback" not in pushed.output
+        assert pushed.exit_code == 2, pushed.output
+        assert f"{victim} no longer matches what `upi images` recorded in manifest.json (" in pushed.stderr
+        assert "nothing was pushed. Run `upi images` again" in pushed.stderr
+    # Nothing reached the provisioner: no image, no config.
+    assert not (site.root / "var/lib/tftpboot/rhcos").exists()
+    assert not (site.root / "var/www/html/rhcos").exists()
+    assert not list((site.root / "etc/dnsmasq.d").glob("*.conf"))
+
