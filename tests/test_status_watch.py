@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,7 @@ def test_watch_ends_by_itself_when_every_node_is_done(kube: FakeKube, out: Path)
         kube.add_node(name, ready=True)
     kube.add_node("cp-2", ready=False)
     upi = watch(kube, out, tty=False)
-    upi.until(lambda: "cp-2" in upi.text(), "the first table")
+    upi.until(lambda: "cp-2" in upi.text() and upi.text().endswith("\n"), "the first table, whole")
     first = upi.text()
     assert first.splitlines()[1].split()[:3] == ["NODE", "ROLE", "DHCP"]
     assert "bootstrap" in first and "installed" in first
@@ -90,3 +91,25 @@ def test_watch_json_is_one_clean_document_per_line_even_after_ctrl_c(kube: FakeK
                                   for d in docs)
     assert next(n for n in docs[0]["nodes"] if n["name"] == "bootstrap")["done"]
     assert upi.stderr() == "upi status: stopped (Ctrl-C)\n"
+
+
+def test_ctrl_c_during_the_first_look_exits_130(tmp_path: Path, out: Path) -> None:
+    """An API that takes the connection and never answers holds the first look (its 10 s timeout)."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)
+    silent.settimeout(60)
+    kube = FakeKube(tmp_path / "never")  # never started: only its kubeconfig's shape is used
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(kube.kubeconfig.read_text().replace(
+        kube.url, f"https://127.0.0.1:{silent.getsockname()[1]}"))
+    upi = spawn(["status", INVENTORY, "--kubeconfig", str(kubeconfig), "-o", str(out),
+                 "--dnsmasq-log", os.devnull, "--watch"], tty=False, env={"KUBECONFIG": ""})
+    try:
+        conn, _ = silent.accept()  # upi is inside its first look now
+        upi.proc.send_signal(signal.SIGINT)
+        assert upi.finish() == 130, upi.text() + upi.stderr()
+        conn.close()
+    finally:
+        silent.close()
+    assert upi.text() == "" and upi.stderr() == "upi status: stopped (Ctrl-C)\n"

@@ -184,6 +184,10 @@ def wait(
     gpu_poll: Annotated[float, duration_option(
         "--gpu-poll", unit="s", default=5.0,
         help="With --gpu: how often to look at the cluster")] = 5.0,
+    status_every: Annotated[float, duration_option(
+        "--status-every", unit="s", default=15.0,
+        help="How often the nodes' table (upi status: logs, libvirt, API) is read again; 0 shows "
+        "none")] = 15.0,
 ) -> None:
     """Drive the install to "Install complete!" (docs/wait.md), with --gpu on to "GPUs verified".
 
@@ -191,6 +195,8 @@ def wait(
     destroys its VM, waits for install-complete; meanwhile approves the
     inventory's node CSRs and restarts VMs that power off after their
     install. Timeouts are retried; Ctrl-C stops cleanly and a re-run resumes.
+    Meanwhile each node's install stages (upi status) are shown: a live table
+    on a terminal, each change as a line otherwise.
     With --gpu it then installs NFD and the GPU Operator and verifies every
     `gpu: true` node exactly as `upi gpu` does (docs/gpu.md); exit 1 unless
     every GPU node is verified.
@@ -203,6 +209,7 @@ def wait(
                       metal=not no_metal, deadline_minutes=deadline / 60 if deadline is not None else None,
                       retry_pause=retry_pause, installer=openshift_install,
                       kubeconfig_to=kubeconfig_to.expanduser() if kubeconfig_to else None, force=force,
-                      gpu=gpu, gpu_timeout=gpu_timeout / 60, gpu_poll=gpu_poll)
+                      gpu=gpu, gpu_timeout=gpu_timeout / 60, gpu_poll=gpu_poll,
+                      status_every=status_every)
     if not wait_command(req, show_password=show_password, as_json=as_json).ok:
         raise typer.Exit(1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -41,7 +42,7 @@ def _events(src: Sources, provisioner: Transport, now: datetime, unread: list[st
     down: str | None = None  # the provisioner could not be reached: once per look is enough
     for log, parse in ((src.dnsmasq_log, lambda lines: dnsmasq_events(lines, now)),
                        (src.access_log, access_events)):
-        if log is None:
+        if log is None or log.path == os.devnull:  # /dev/null: no such log (only files are read)
             continue
         where = provisioner if log.on_provisioner else LocalTransport()
         shown = f"{where.name}:{log.path}" if log.on_provisioner else log.path
@@ -63,14 +64,12 @@ def _installed(inv: Inventory, src: Sources, unread: list[str]) -> dict[str, dat
     found: dict[str, datetime | None] = {}
     if src.out is not None:
         from upi.installed import load_record
+        from upi.status.cluster import parse_time
 
         macs = {n.name: n.mac.lower() for n in inv.nodes}
         for name, rec in load_record(src.out).items():
             if macs.get(name) == rec.mac.lower():  # another MAC is another machine
-                try:
-                    found[name] = datetime.fromisoformat(rec.since.replace("Z", "+00:00"))
-                except ValueError:
-                    found[name] = None
+                found[name] = parse_time(rec.since)
     for name in _installed_vms(inv, src.connect, unread):
         found.setdefault(name, None)  # libvirt keeps no time of the power-off
     return found
@@ -105,7 +104,9 @@ def _cluster(inv: Inventory, src: Sources, unread: list[str]) -> Cluster:
     else:
         kubeconfig = find_kubeconfig(src.kubeconfig, src.assets)
     try:
-        return read_cluster(inv, kubeconfig)
+        cluster, problems = read_cluster(inv, kubeconfig)
+        unread += [f"the API: {p}" for p in problems]
+        return cluster
     except UpiError as exc:
         unread.append(f"the API: {exc}")
     except Exception as exc:  # noqa: BLE001 - the client's connection errors: status goes on without

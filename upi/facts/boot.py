@@ -65,23 +65,31 @@ def ignition_url(inv: Inventory, node: Node) -> str:
 
 def kernel_args(inv: Inventory, node: Node) -> tuple[str, ...]:
     """RHCOS installer arguments for this node, in the form its version needs."""
-    r = inv.rhcos
+    return _kernel_args(inv, node, _image_url(inv))
+
+
+def _image_url(inv: Inventory) -> str:
+    """The URL of what the installer writes: the live rootfs (4.6+) or the metal image."""
+    image = inv.rhcos.rootfs if inv.live_rootfs else inv.rhcos.image
+    assert image is not None  # noqa: S101 - guaranteed by rules._rhcos
+    return artifact_url(inv, image)
+
+
+def _kernel_args(inv: Inventory, node: Node, image_url: str) -> tuple[str, ...]:
     if inv.live_rootfs:
-        assert r.rootfs is not None  # noqa: S101 - guaranteed by rules._rhcos
         args = [
-            f"coreos.live.rootfs_url={artifact_url(inv, r.rootfs)}",
+            f"coreos.live.rootfs_url={image_url}",
             f"coreos.inst.install_dev={node.disk}",
             f"coreos.inst.ignition_url={ignition_url(inv, node)}",
         ]
     else:
-        assert r.image is not None  # noqa: S101 - guaranteed by rules._rhcos
         # 4.1-4.5: the installer initramfs writes a metal image; devices without /dev/.
         args = [
             "ip=dhcp",
             "rd.neednet=1",
             "coreos.inst=yes",
             f"coreos.inst.install_dev={node.disk.removeprefix('/dev/')}",
-            f"coreos.inst.image_url={artifact_url(inv, r.image)}",
+            f"coreos.inst.image_url={image_url}",
             f"coreos.inst.ignition_url={ignition_url(inv, node)}",
         ]
     return (*args, *CONSOLE_ARGS, *node.kernel_args)
@@ -90,18 +98,12 @@ def kernel_args(inv: Inventory, node: Node) -> tuple[str, ...]:
 def boot_entries(inv: Inventory) -> list[BootEntry]:
     """One entry per node: pxelinux for BIOS, GRUB for UEFI, named by MAC."""
     out = []
+    # The same for every node: worked out once (URL parsing, 15,000 times for 5,000 nodes).
+    kernel, initrd, image_url = tftp_path(inv.rhcos.kernel), tftp_path(inv.rhcos.initramfs), _image_url(inv)
     for node in inv.nodes:
         mac_name = mac_file_name(node.mac)
         fw = node.boot_firmware
         path = f"tftp/pxelinux.cfg/{mac_name}" if fw is Firmware.bios else f"tftp/grub.cfg-{mac_name}"
-        out.append(
-            BootEntry(
-                node=node,
-                firmware=fw,
-                config_path=path,
-                kernel=tftp_path(inv.rhcos.kernel),
-                initrd=tftp_path(inv.rhcos.initramfs),
-                args=kernel_args(inv, node),
-            )
-        )
+        out.append(BootEntry(node=node, firmware=fw, config_path=path, kernel=kernel, initrd=initrd,
+                             args=_kernel_args(inv, node, image_url)))
     return out

@@ -126,11 +126,12 @@ class Kube:
         old_rv = (before or {}).get("metadata", {}).get("resourceVersion")
         return Applied(out, changed=old_rv != out["metadata"].get("resourceVersion"), created=before is None)
 
-    def merge_patch(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Obj) -> Obj:
+    def merge_patch(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Obj,
+                    *, manager: str = FIELD_MANAGER) -> Obj:
         """A JSON merge patch (InstallPlan approval: one field, owned by whoever approves)."""
         out = self._call(
             lambda: _plain(self.api.request("PATCH", path(api_version, kind, namespace, name), body=patch,
-                                            params={"fieldManager": FIELD_MANAGER}, content_type=MERGE)),
+                                            params={"fieldManager": manager}, content_type=MERGE)),
             f"patch {describe(api_version, kind, name, namespace)}",
         )
         assert out is not None  # noqa: S101 - only missing_ok calls return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 
 from upi.gpu.kube import Kube
 from upi.gpu.mig import DISABLED, MIG_RESOURCE, offered
@@ -15,6 +16,11 @@ from upi.inventory.model import Inventory, Node
 GPU = "nvidia.com/gpu"
 POD_LABEL = "upi.openshift.io/gpu-validation"
 POD_LIMIT = 300.0  # seconds a validation pod may take, image pull included (never past the deadline)
+# On a Node: when upi gpu's validation pod last passed there (UTC), for upi status's GPU stage.
+VERIFIED = "upi.openshift.io/gpu-verified"
+# Its writer: not `upi`, whose server-side applies to the Node (MIG labels) must not own it.
+VERIFIED_MANAGER = "upi-gpu-verify"
+FAILED = "failed"  # its value when the node's last verification failed
 
 
 @dataclass
@@ -173,3 +179,16 @@ def run_validation(
     finally:
         kube.delete("v1", "Pod", name, namespace)
         result.seconds = round(time.monotonic() - started, 1)
+
+
+def record(kube: Kube, result: NodeResult) -> None:
+    """Keep the node's verdict on its Node: the time its validation passed, or `failed`.
+
+    `upi status` reads it (docs/status.md); a node that fails now loses an
+    earlier pass, so the annotation never vouches for a node that is broken.
+    """
+    if kube.get("v1", "Node", result.node) is None:
+        return  # gone: nothing to mark
+    value = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if result.ok else FAILED
+    kube.merge_patch("v1", "Node", result.node, None, {"metadata": {"annotations": {VERIFIED: value}}},
+                     manager=VERIFIED_MANAGER)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -70,6 +72,17 @@ class Seekable(Protocol):
     def read(self, size: int, /) -> bytes:
         """At most `size` bytes."""
         ...
+
+
+def refuse_irregular(path: str, mode: int | None) -> None:
+    """Raise OSError unless `mode` is a regular file's: a FIFO blocks its reader, /dev/zero never ends.
+
+    None (an SFTP server that tells no mode) is let through.
+    """
+    if mode is not None and not stat.S_ISREG(mode):
+        from upi.safefs import kind_of
+
+        raise OSError(errno.EINVAL, f"{kind_of(mode)}, not a regular file", path)
 
 
 def tail_of(fh: Seekable, size: int, limit: int) -> bytes:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from upi.errors import CommandError
-from upi.remote.base import SBIN_DIRS, Content, copy_into, tail_of
+from upi.remote.base import SBIN_DIRS, Content, copy_into, refuse_irregular, tail_of
 from upi.remote.errors import RemoteError
 from upi.runner import Result, run
 from upi.safefs import write_all
@@ -68,9 +68,16 @@ class LocalTransport:
             raise RemoteError(f"local: cannot write {path}: {exc.strerror or exc}") from None
 
     def read_tail(self, path: str, limit: int) -> bytes:
-        """The end of a file here (Transport.read_tail)."""
-        with Path(path).open("rb") as fh:
-            return tail_of(fh, os.fstat(fh.fileno()).st_size, limit)
+        """The end of a file here (Transport.read_tail); only a regular file is read.
+
+        Opened without blocking, so a FIFO with no writer is refused, not waited on.
+        """
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            refuse_irregular(path, st.st_mode)
+            os.set_blocking(fd, True)
+            return tail_of(fh, st.st_size, limit)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import paramiko
 
-from upi.remote.base import SBIN_DIRS, Content, copy_into, tail_of
+from upi.remote.base import SBIN_DIRS, Content, copy_into, refuse_irregular, tail_of
 from upi.remote.errors import HostKeyError, RemoteError
 from upi.remote.hostkeys import RefuseUnknown, changed_key, load_known_hosts, revoked_key
 from upi.runner import Result
@@ -206,10 +206,13 @@ class SshTransport:
         """The end of a file on the host, read over SFTP (Transport.read_tail).
 
         Only the tail crosses the link: the file is opened, its size taken from
-        the open handle, and at most `limit` bytes read from there.
+        the open handle, and at most `limit` bytes read from there. Only a
+        regular file is opened: the SFTP server would block on a FIFO.
         """
         def op(client: paramiko.SSHClient) -> bytes:
-            with self._sftp_of(client).open(path, "rb") as fh:
+            sftp = self._sftp_of(client)
+            refuse_irregular(path, sftp.stat(path).st_mode)
+            with sftp.open(path, "rb") as fh:
                 return tail_of(fh, fh.stat().st_size or 0, limit)
 
         return self._retrying(f"read of {path}", op)

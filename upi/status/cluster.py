@@ -6,6 +6,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from upi.errors import UpiError
+from upi.gpu.verify import VERIFIED
 from upi.inventory.model import Inventory
 from upi.status.stages import Cluster, keep_first
 
@@ -17,14 +19,18 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _when(text: Any) -> datetime | None:
-    """A Kubernetes timestamp (`2026-11-25T12:13:21Z`), or None."""
+def parse_time(text: Any) -> datetime | None:
+    """An ISO 8601 time with its zone (`2026-11-25T12:13:21Z`), or None.
+
+    A time without a zone is None too: it cannot be compared with now.
+    """
     if not isinstance(text, str):
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return when if when.tzinfo is not None else None
 
 
 def _csr_node(obj: dict[str, Any]) -> tuple[str, str] | None:
@@ -63,7 +69,7 @@ def cluster_from(inv: Inventory, csrs: list[Any], nodes: list[Any]) -> Cluster:
         found = _csr_node(obj) if isinstance(obj, dict) else None
         if found is None or found[1] not in ours:
             continue
-        when = _when(_dict(obj.get("metadata")).get("creationTimestamp"))
+        when = parse_time(_dict(obj.get("metadata")).get("creationTimestamp"))
         keep_first(client if found[0] == "client" else serving, found[1], when)
     ready: dict[str, datetime | None] = {}
     gpu: dict[str, datetime | None] = {}
@@ -77,26 +83,51 @@ def cluster_from(inv: Inventory, csrs: list[Any], nodes: list[Any]) -> Cluster:
         conds = conds if isinstance(conds, list) else []
         for cond in conds:
             if isinstance(cond, dict) and cond.get("type") == "Ready" and cond.get("status") == "True":
-                ready[name] = _when(cond.get("lastTransitionTime"))
-        alloc = _dict(status.get("allocatable"))
-        count = str(alloc.get(GPU_RESOURCE, "0"))
-        want = ours[name].gpus or 1
-        if ours[name].gpu and name in ready and count.isdigit() and int(count) >= want:
-            gpu[name] = None  # the API keeps no time for it
+                ready[name] = parse_time(cond.get("lastTransitionTime"))
+        if ours[name].gpu and (verified := _gpu_verified(obj, ours[name].gpus, name in ready)):
+            gpu[name] = verified[0]
     return Cluster(client, serving, ready, gpu)
 
 
-def read_cluster(inv: Inventory, kubeconfig: Path | None, *, timeout: float = 10.0) -> Cluster:
-    """CSRs and Nodes from the API. Raises UpiError when it cannot be reached."""
+def _gpu_verified(obj: dict[str, Any], gpus: int | None, ready: bool) -> tuple[datetime | None] | None:
+    """(when,) the node's GPUs were verified, or None.
+
+    upi gpu's verdict on the Node: the time its validation pod passed there,
+    or anything else (`failed`): not verified. Without one (GPUs set up by
+    other means), a Ready node allocating its GPUs counts, at a time unknown.
+    """
+    annotations = _dict(_dict(obj.get("metadata")).get("annotations"))
+    if VERIFIED in annotations:
+        when = parse_time(annotations[VERIFIED])
+        return (when,) if when is not None else None
+    count = str(_dict(_dict(obj.get("status")).get("allocatable")).get(GPU_RESOURCE, "0"))
+    if ready and count.isdigit() and int(count) >= (gpus or 1):
+        return (None,)
+    return None
+
+
+def read_cluster(inv: Inventory, kubeconfig: Path | None, *,
+                 timeout: float = 10.0) -> tuple[Cluster, list[str]]:
+    """CSRs and Nodes from the API, and why either could not be listed.
+
+    Each list is read on its own: credentials that may not list CSRs (RBAC)
+    or an API without them still give the Nodes. Raises UpiError when the
+    API cannot be reached at all.
+    """
     from upi.csr.api import Api
     from upi.csr.client import CSR_URL, NODE_URL
     from upi.csr.connect import connect
 
     conn = connect(kubeconfig, timeout=timeout)
+    found: dict[str, list[Any]] = {}
+    problems: list[str] = []
     try:
         api = Api(conn.http)
-        _, csrs = api.list(CSR_URL)
-        _, nodes = api.list(NODE_URL)
+        for url in (CSR_URL, NODE_URL):
+            try:
+                found[url] = api.list(url)[1]
+            except UpiError as exc:
+                problems.append(str(exc))
     finally:
         conn.close()
-    return cluster_from(inv, csrs, nodes)
+    return cluster_from(inv, found.get(CSR_URL, []), found.get(NODE_URL, [])), list(dict.fromkeys(problems))

@@ -16,6 +16,8 @@ from datetime import datetime, timedelta, timezone
 
 from upi.remote.base import Transport
 
+# How a server listening on IPv6 for IPv4 too (nginx `listen [::]:80 ipv6only=off`) logs an IPv4 client.
+MAPPED = "::ffff:"
 # A log is read from its end: an install's events are recent; a site's log may be large.
 MAX_READ = 64 << 20
 
@@ -105,4 +107,4 @@ def access_events(lines: Iterable[str]) -> Iterator[Event]:
         except ValueError:
             continue
         path = m.group(11).split("?", 1)[0]
-        yield Event(stamp, "http", ip=m.group(1), path=path, status=int(m.group(12)))
+        yield Event(stamp, "http", ip=m.group(1).removeprefix(MAPPED), path=path, status=int(m.group(12)))

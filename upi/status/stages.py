@@ -9,7 +9,8 @@ its GPUs are allocatable. The current stage is the last one reached.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import ipaddress
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -123,7 +124,7 @@ def build_rows(inv: Inventory, events: Iterable[Event], *, installed: Mapping[st
             for n in inv.nodes}
     by_mac = {n.mac.lower(): n.name for n in inv.nodes}
     by_ip = {str(n.ip): n.name for n in inv.nodes}
-    ours = {str(inv.provisioner.ip), str(inv.load_balancer.ip), "127.0.0.1"}
+    ours = _machine_ip(inv)
     rootfs = [tftp_path(a).rsplit("/", 1)[-1] for a in (inv.rhcos.rootfs, inv.rhcos.image) if a]
     strangers: dict[tuple[str, str], Stranger] = {}
     loaded: dict[str, dict[str, datetime]] = {}  # node -> kernel/initrd -> when
@@ -187,12 +188,29 @@ def _apply_http(row: Row, path: str, status: int, when: datetime, rootfs: list[s
         keep_first(row.stages, "rootfs", when)
 
 
-def _stranger(strangers: dict[tuple[str, str], Stranger], ev: Event, ours: set[str]) -> None:
+def _machine_ip(inv: Inventory) -> Callable[[str], bool]:
+    """Whether an address could be a node's: in the machine network, not the provisioner's or LB's.
+
+    A client from elsewhere (the site's own users of a shared web server) is
+    no misconfigured node: it is not reported.
+    """
+    net, servers = inv.network.machine_cidr, {str(inv.provisioner.ip), str(inv.load_balancer.ip)}
+
+    def could_be(ip: str) -> bool:
+        try:
+            return ipaddress.ip_address(ip) in net and ip not in servers
+        except ValueError:
+            return False
+
+    return could_be
+
+
+def _stranger(strangers: dict[tuple[str, str], Stranger], ev: Event, ours: Callable[[str], bool]) -> None:
     if ev.mac:
         key = ("mac", ev.mac.lower())
         seen = {"dhcp-refused": "DHCP: no address for it", "dhcp-discover": "DHCP discover"}.get(
             ev.kind, f"DHCP lease {ev.ip}")
-    elif ev.ip and ev.ip not in ours:
+    elif ev.ip and ours(ev.ip):
         key = ("ip", ev.ip)
         seen = {"tftp": f"TFTP {ev.path}", "tftp-missing": f"TFTP {ev.path} (not found)"}.get(
             ev.kind, f"HTTP {ev.path} {ev.status}")

@@ -18,6 +18,7 @@ from upi import console
 from upi.status.stages import STAGES, Row, Stranger
 
 COLUMNS = ("NODE", "ROLE", *(name for _, name in STAGES), "NOW", "FOR")
+STRANGERS_SHOWN = 20  # MACs and IPs no node has, listed under the table; the rest are counted
 
 
 @dataclass
@@ -95,7 +96,16 @@ def _notes(snap: Snapshot) -> list[str]:
         if row.stuck:
             lines.append(_stuck_text(snap, row))
             lines += [f"  - {cause}" for cause in row.causes]
-    return lines + [_stranger_text(s) for s in snap.strangers]
+    return lines + _strangers_text(snap.strangers)
+
+
+def _strangers_text(strangers: list[Stranger]) -> list[str]:
+    """A line per stranger, the first STRANGERS_SHOWN of them: --json lists them all."""
+    lines = [_stranger_text(s) for s in strangers[:STRANGERS_SHOWN]]
+    if len(strangers) > STRANGERS_SHOWN:
+        lines.append(f"... and {len(strangers) - STRANGERS_SHOWN} more not in the inventory "
+                     "(--json lists them all)")
+    return lines
 
 
 def show(snap: Snapshot) -> None:
@@ -145,7 +155,7 @@ def changes(before: Snapshot | None, snap: Snapshot) -> list[str]:
         if row.stuck and (prev is None or not prev.stuck or prev.current != row.current):
             lines.append(" ".join([_stuck_text(snap, row), "; ".join(row.causes)]))
     seen = {(s.what, s.value) for s in before.strangers} if before else set()
-    lines += [_stranger_text(s) for s in snap.strangers if (s.what, s.value) not in seen]
+    lines += _strangers_text([s for s in snap.strangers if (s.what, s.value) not in seen])
     unreadable = {_source(u) for u in before.unread} if before else set()
     lines += [f"cannot read {u}" for u in snap.unread if _source(u) not in unreadable]
     return lines

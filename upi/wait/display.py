@@ -13,12 +13,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from upi.console import plain, printable, shows
 from upi.csr.client import Record
 from upi.installer_log import LogEvent
 from upi.vms.status import VmEvent
+
+if TYPE_CHECKING:
+    from upi.status.view import Snapshot
 
 STAGE_LABELS = {
     "bootstrap_complete": "bootstrap-complete",
@@ -79,6 +82,7 @@ class WaitDisplay:
         self._lock = threading.Lock()  # the progress
         self._print_lock = threading.Lock()  # the output
         self._live: Any = None
+        self._snap: Snapshot | None = None  # upi status's latest look at the nodes
 
     # --- callbacks ------------------------------------------------------------
     def event(self, event: LogEvent) -> None:
@@ -129,6 +133,15 @@ class WaitDisplay:
             self.progress.warnings.append(message)
         self._line(f"upi: warning: {message}", level="warn")
 
+    def nodes(self, snap: Snapshot) -> None:
+        """One look of `upi status`'s at the nodes: the live panel's table, or each change as a line."""
+        from upi.status.view import changes
+
+        with self._lock:
+            before, self._snap = self._snap, snap
+        for line in changes(before, snap):
+            self._line(f"  status: {line}", quiet_when_live=True)
+
     def where(self) -> str:
         """The current stage in words."""
         with self._lock:
@@ -166,7 +179,15 @@ class WaitDisplay:
             grid.add_row("VMs", plain("; ".join(p.vm_events[-4:]) or "-"))
             if p.warnings:
                 grid.add_row("warning", plain(p.warnings[-1]))
-        return Panel(grid, title="upi wait", title_align="left")
+            snap = self._snap
+        panel = Panel(grid, title="upi wait", title_align="left")
+        if snap is None:
+            return panel
+        from rich.console import Group
+
+        from upi.status.view import renderable
+
+        return Group(panel, renderable(snap))
 
     def __enter__(self) -> WaitDisplay:
         if self._live_wanted:

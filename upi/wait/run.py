@@ -25,7 +25,7 @@ from upi.wait.state import STATE_FILE, WaitState, load_state
 from upi.wait.workers import Worker, Workers
 
 INSTALLER_STATE = ".openshift_install_state.json"
-APPROVER, SHEPHERD, METAL = "CSR approver", "VM shepherd", "metal booter"
+APPROVER, SHEPHERD, METAL, STATUS = "CSR approver", "VM shepherd", "metal booter", "status reader"
 CONSOLE_HOST = "console-openshift-console"
 SHEPHERD_POLL = 1.0  # seconds: how soon a stop (or a missed libvirt event) is noticed
 
@@ -55,6 +55,7 @@ class WaitRequest:
     gpu: bool = False  # go on from install-complete into `upi gpu`'s steps
     gpu_timeout: float = 60.0  # minutes for the GPU steps
     gpu_poll: float = 5.0  # seconds between looks at the cluster during the GPU steps
+    status_every: float = 15.0  # seconds between `upi status` looks at the nodes (0: none)
 
     @property
     def admin_kubeconfig(self) -> Path:
@@ -141,6 +142,38 @@ def _metal(req: WaitRequest, inv: Inventory, display: WaitDisplay) -> Worker:
     return Worker(METAL, job, display.warn)
 
 
+def _status(req: WaitRequest, inv: Inventory, display: WaitDisplay) -> Worker | None:
+    """`upi status`'s looks at the nodes (the inventory's logs, libvirt, the API), every status_every.
+
+    The first look is taken here, in the calling thread, before any other
+    helper starts: its lazy imports (lightkube, paramiko, libvirt) then run
+    in one thread only. Imports racing in several threads can meet a module
+    half initialized (seen: asyncio, under paramiko). None when even the
+    first look fails (a warning): the wait goes on without the table.
+    """
+    from upi.commands.status import Looker, sources
+    from upi.errors import UpiError
+
+    src = sources(inv, dnsmasq_log=None, access_log=None, out=req.render_dir, assets=req.assets,
+                  kubeconfig=req.admin_kubeconfig, connect=req.connect)
+    looker = Looker(inv, src)
+    try:
+        display.nodes(looker.look())
+    except UpiError as exc:
+        looker.close()
+        display.warn(f"{STATUS}: {exc}; no nodes' table")
+        return None
+
+    def job(stop: threading.Event) -> None:
+        try:
+            while not stop.wait(req.status_every):
+                display.nodes(looker.look())
+        finally:
+            looker.close()
+
+    return Worker(STATUS, job, display.warn)
+
+
 def _remove_bootstrap(req: WaitRequest, inv: Inventory, conns: Any, display: WaitDisplay,
                       done: list[str]) -> None:
     """HAProxy without the bootstrap (validated, reloaded), then the bootstrap VM destroyed."""
@@ -222,6 +255,10 @@ def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
                        deadline=deadline)
     done: list[str] = []
     with Connections() as conns, Workers() as workers:
+        # First: its first look runs here, before any other helper's thread (_status).
+        if req.status_every > 0 and not state.is_done("install_complete") and (
+                status := _status(req, inv, display)) is not None:
+            workers.add(status)
         if req.approve:
             workers.add(_approver(req, display))
         if req.vms and targets(inv, req.connect) and not state.is_done("bootstrap_complete"):
