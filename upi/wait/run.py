@@ -6,6 +6,7 @@ hooks, runs the helpers in background threads and always stops them.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,6 +239,26 @@ def _hooks(req: WaitRequest, inv: Inventory, installer: Installer, workers: Work
                      on_event=display.event, on_stage=display.stage)
 
 
+def _first_imports(req: WaitRequest, inv: Inventory) -> None:
+    """Import here, in one thread, what the helpers would import on first use in theirs.
+
+    Two threads importing the same package for the first time can meet one of
+    its modules half initialized ("partially initialized module 'asyncio'"):
+    a traceback that kills a helper at random. The API client is built once
+    (and closed): lightkube and its HTTP stack load then, not in the CSR
+    approver's and the metal booter's threads at the same moment.
+    tests/test_wait_threads.py audits every import a helper thread makes.
+    """
+    from upi.csr.connect import connect
+
+    if req.approve or (req.metal and metal_workers(inv)):
+        with contextlib.suppress(UpiError):  # the helper reports a bad kubeconfig in its own words
+            connect(req.admin_kubeconfig).close()
+    if req.metal and metal_workers(inv):
+        import upi.bmc  # noqa: F401 - the Redfish client (sushy, requests)
+        import upi.localboot  # noqa: F401 - re-render and push as nodes join
+
+
 def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
     """Check, start the helpers, drive the installer to the end, stop the helpers."""
     from upi.vms import Connections
@@ -255,6 +276,7 @@ def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
     opts = WaitOptions(req.assets, keep_bootstrap=req.keep_bootstrap, retry_pause=req.retry_pause,
                        deadline=deadline)
     done: list[str] = []
+    _first_imports(req, inv)
     with Connections() as conns, Workers() as workers:
         # First: its first look runs here, before any other helper's thread (_status).
         if req.status_every > 0 and not state.is_done("install_complete") and (
