@@ -75,7 +75,7 @@ def test_bootstrap_failure_stops_with_the_installers_errors_and_removes_nothing(
     result = runner.invoke(app, wait_args(INVENTORY, assets, kube, "--no-vms"))
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith(
-        "upi: error: wait-for bootstrap-complete failed (exit 5: bootstrap failed; bootstrap failed); "
+        "upi: error: wait-for bootstrap-complete failed (exit 5: bootstrap failed); "
         "the installer's last errors:\n  Bootstrap failed to complete: bootstrap process reported "
         "failure: bootkube.service failed on the bootstrap host\n")
     assert "remove the bootstrap" not in result.stdout

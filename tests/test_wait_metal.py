@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import base64
 import json
-import ssl
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from certs import issue, make_ca
+from certs import make_ca
 from redfish_support import AmiFake, Tls, pushed_site_with_bmc, write_credentials
 from typer.testing import CliRunner
+from wait_support import FakeMcs
 
 from upi.cli import app
 from upi.inventory import load_inventory
@@ -23,37 +22,6 @@ from upi.wait.metal import MetalHooks, ignition_ca, mcs_probe, run_metal
 DOMAIN = "dgxpod.nvidia.com"
 W0_GRUB = "grub.cfg-01-b8-ce-f6-10-33-44"
 W1_GRUB = "grub.cfg-01-b8-ce-f6-10-33-46"
-
-
-class _Healthz(BaseHTTPRequestHandler):
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:  # noqa: N802
-        code = 200 if self.path == "/healthz" else 404
-        self.send_response(code)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-
-class FakeMcs:
-    """A machine config server's /healthz over TLS, its certificate for api-int signed by `ca`."""
-
-    def __init__(self, work: Path, ca: Any) -> None:
-        leaf = issue(ca, f"api-int.{DOMAIN}", server=True, dns=(f"api-int.{DOMAIN}",))
-        (work / "mcs.crt").write_bytes(leaf.cert_pem)
-        (work / "mcs.key").write_bytes(leaf.key_pem)
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(work / "mcs.crt", work / "mcs.key")
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Healthz)
-        self.httpd.daemon_threads = True
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def _assets(tmp_path: Path, ca_pem: bytes) -> Path:
@@ -74,7 +42,7 @@ def cluster_ca() -> Any:
 
 @pytest.fixture
 def mcs(tmp_path: Path, cluster_ca: Any) -> Iterator[FakeMcs]:
-    server = FakeMcs(tmp_path, cluster_ca)
+    server = FakeMcs(tmp_path, cluster_ca, DOMAIN)
     yield server
     server.stop()
 
@@ -98,6 +66,16 @@ def test_probe_trusts_only_the_clusters_own_mcs(tmp_path: Path, example_dir: Pat
     mcs.stop()
     ok, why = mcs_probe(inv, tmp_path / "assets", address="127.0.0.1", port=mcs.port, timeout=1)()
     assert not ok and f"https://127.0.0.1:{mcs.port}" in why
+
+
+def test_probe_with_an_unusable_root_ca_says_so_and_never_raises(tmp_path: Path, example_dir: Path,
+                                                                 mcs: FakeMcs) -> None:
+    # A worker.ign whose CA is no certificate must not kill the metal helper: the probe says why.
+    inv = load_inventory(example_dir / "dgxpod.yaml")
+    bogus = b"-----BEGIN CERTIFICATE-----\nRkFLRSBDQQ==\n-----END CERTIFICATE-----\n"
+    ok, why = mcs_probe(inv, _assets(tmp_path, bogus), address="127.0.0.1", port=mcs.port)()
+    assert not ok and "is not a usable certificate" in why and "worker.ign" in why
+    assert mcs.probes == []
 
 
 def test_workers_boot_when_the_mcs_answers_and_flip_as_they_join(

@@ -104,9 +104,10 @@ def _wait_for(hooks: WaitHooks, target: str, budget: float, pause: float,
         elapsed = hooks.clock() - start
         if not verdict.retry or elapsed + pause >= budget:
             why = verdict.reason if not verdict.retry else f"gave up after {elapsed / 60:.0f} min"
+            said = meaning(code) if why == meaning(code) else f"{meaning(code)}; {why}"  # never twice
             tail = "\n".join(f"  {line}" for line in errors[-ERROR_TAIL:])
             raise WaitFailed(
-                f"wait-for {target} failed (exit {code}: {meaning(code)}; {why})"
+                f"wait-for {target} failed (exit {code}: {said})"
                 + (f"; the installer's last errors:\n{tail}" if tail else "")
             )
         hooks.on_stage(target, f"retrying ({verdict.reason}), attempt {attempt + 1}")

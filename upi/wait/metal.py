@@ -58,7 +58,10 @@ def mcs_probe(inv: Inventory, assets: Path, *, address: str | None = None, port:
         ca = ignition_ca(assets)
         if ca is None:
             return False, f"no root CA in {assets / 'worker.ign'} to verify the machine config server"
-        ctx = ssl.create_default_context(cadata=ca.decode("ascii", "replace"))
+        try:
+            ctx = ssl.create_default_context(cadata=ca.decode("ascii", "replace"))
+        except (ssl.SSLError, ValueError) as exc:  # not a certificate: never an MCS to trust
+            return False, f"the root CA in {assets / 'worker.ign'} is not a usable certificate ({exc})"
         try:
             with socket.create_connection((target, port), timeout=timeout) as raw, \
                     ctx.wrap_socket(raw, server_hostname=host) as tls:
@@ -78,11 +81,12 @@ MetalHooks = JoinHooks  # what the helper reports to (upi wait's display), and w
 
 
 def run_metal(inventory: Path, inv: Inventory, render_dir: Path | None, hooks: MetalHooks, probe: Probe,
-              stop: threading.Event, *, boot: bool = True, poll: float = POLL) -> None:
+              stop: threading.Event, *, boot: bool = True, poll: float | None = None) -> None:
     """Wait for the MCS, boot the metal workers with a BMC, then flip each one's PXE file as it joins."""
     from upi.bmc import boot_metal
     from upi.localboot import flip_as_they_join
 
+    poll = POLL if poll is None else poll
     workers = metal_workers(inv)
     done = installed_nodes(inv, load_record(render_dir))[0] if render_dir else frozenset()
     pending = [n.name for n in workers if n.name not in done]
