@@ -3,7 +3,7 @@
 No real server sends a Last-Modified of `yesterday`, a Content-Length of `²`
 or its headers one byte a second, so a few lines of socket code do: each path
 gets a script of raw byte strings (sent as written) and pauses (floats, in
-seconds) between them. Well-behaved serving is nginx's job (`nginx()`).
+seconds) between them. Well-behaved serving is a real nginx's job (tests/realnginx.py).
 """
 
 from __future__ import annotations
@@ -12,14 +12,10 @@ import contextlib
 import socket
 import socketserver
 import ssl
-import subprocess
 import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
-from check_helpers import LOOPBACK, free_port
-from conftest import require
+from check_helpers import LOOPBACK
 
 Script = list[bytes | float]
 
@@ -101,52 +97,3 @@ def fake_http(routes: dict[str, Script], default: Script | None = None, *,
         server.stopping.set()
         server.shutdown()
         server.server_close()
-
-
-NGINX_CONF = """\
-daemon off;
-master_process off;
-worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    types {{ application/json ign; }}
-    default_type application/octet-stream;
-    server {{
-        listen {host}:{port};
-        root {root};
-    }}
-}}
-"""
-
-
-@contextlib.contextmanager
-def nginx(root: Path, tmp: Path) -> Iterator[int]:
-    """A real nginx serving `root` on a loopback port, as a provisioner's HTTP server would."""
-    binary = require("nginx")
-    tmp.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    conf = tmp / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(tmp=tmp, host=LOOPBACK, port=port, root=root))
-    proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(tmp), "-e", str(tmp / "error.log")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        end = time.monotonic() + 10
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), timeout=0.2):
-                break
-            if proc.poll() is not None or time.monotonic() > end:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise AssertionError(f"nginx did not start: {err}")
-            time.sleep(0.02)
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)

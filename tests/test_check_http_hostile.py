@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from check_helpers import LOOPBACK, free_port
 from conftest import inventory_path
-from fake_http import drip, fake_http, nginx, response
+from fake_http import drip, fake_http, response
+from realnginx import nginx
 from test_check_http import IGNITION, http_root
 
 from upi.cli import app

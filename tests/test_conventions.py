@@ -252,6 +252,30 @@ def test_debug_shows_every_file_and_the_inventory_read(runner, tmp_path: Path, f
     assert "debug" not in quiet.stderr
 
 
+@pytest.mark.parametrize("flags", [["-v"], ["--verbose"], ["--log-level", "debug"]])
+def test_the_log_level_may_also_follow_the_command(runner, tmp_path: Path, flags) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["render", str(inventory_path("dgxpod")), "-o", str(out), *flags])
+    assert result.exit_code == 0, result.output
+    assert "upi: debug: haproxy/haproxy.cfg: new" in result.stderr
+    # In both places the command's wins: the root asked for errors only.
+    both = runner.invoke(app, ["--log-level", "error", "render", str(inventory_path("dgxpod")),
+                               "-o", str(tmp_path / "again"), *flags])
+    assert "upi: debug: haproxy/haproxy.cfg: new" in both.stderr
+
+
+def test_every_command_takes_the_log_level_after_its_name(runner, example_dir: Path) -> None:
+    for path, _ in LEAVES:
+        help_text = runner.invoke(app, [*path, "--help"]).stdout
+        assert "--log-level debug|info|warn|error" in help_text and "-v, --verbose" in help_text, path
+    inventory, _ = _drop_workers_but_one(example_dir / "dgxpod.yaml")
+    quiet = runner.invoke(app, ["validate", str(inventory), "--log-level", "error"])
+    assert quiet.exit_code == 0 and "warning" not in quiet.stderr
+    bad = runner.invoke(app, ["validate", str(inventory), "--log-level", "loud"])
+    assert bad.exit_code == 2
+    assert "'loud' is not a log level: use one of debug, info, warn, error" in bad.output
+
+
 def test_debug_shows_the_programs_upi_runs(tmp_path: Path) -> None:
     from upi import console, runner
 

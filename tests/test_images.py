@@ -13,16 +13,13 @@ import json
 import os
 import re
 import shutil
-import socket
-import subprocess
-import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import realnginx
 from certs import Issued, issue, make_ca
-from check_helpers import free_port
 from conftest import require
 from pushkit import make_site
 
@@ -40,25 +37,6 @@ NAMES = {"kernel": f"rhcos-{BUILD}-live-kernel.x86_64",
 OLD = {"kernel": "rhcos-4.16.3-x86_64-live-kernel-x86_64",
        "initramfs": "rhcos-4.16.3-x86_64-live-initramfs.x86_64.img",
        "rootfs": "rhcos-4.16.3-x86_64-live-rootfs.x86_64.img"}
-NGINX_CONF = """daemon off;
-master_process off;
-user root;
-pid {work}/nginx.pid;
-error_log {work}/error.log;
-events {{ worker_connections 64; }}
-http {{
-    log_format ranges '$request_uri $status "$http_range" $body_bytes_sent';
-    access_log {work}/access.log ranges;
-    client_body_temp_path {work}/tmp; proxy_temp_path {work}/tmp; fastcgi_temp_path {work}/tmp;
-    uwsgi_temp_path {work}/tmp; scgi_temp_path {work}/tmp;
-    server {{
-        listen 127.0.0.1:{port}{tls};
-        root {root};
-    }}
-}}
-"""
-
-
 def fake_bytes(name: str) -> bytes:
     """What the fake installer's stream says the artifact `name` holds (its sha256 is in the stream)."""
     return f"FAKE RHCOS ARTIFACT {name}\n".encode()
@@ -66,39 +44,14 @@ def fake_bytes(name: str) -> bytes:
 
 @contextlib.contextmanager
 def nginx(root: Path, work: Path, cert: Issued | None = None) -> Iterator[tuple[str, Path]]:
-    """A real nginx serving `root` on a loopback port (HTTPS with `cert`); yields base URL and log."""
-    program = require("nginx")
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "tmp").mkdir(exist_ok=True)
-    tls = ""
-    if cert is not None:
-        (work / "server.pem").write_bytes(cert.cert_pem)
-        (work / "server.key").write_bytes(cert.key_pem)
-        tls = f" ssl; ssl_certificate {work}/server.pem; ssl_certificate_key {work}/server.key"
-    for _ in range(5):
-        port = free_port()
-        conf = work / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(work=work, port=port, root=root, tls=tls))
-        proc = subprocess.Popen([program, "-c", str(conf), "-p", str(work)], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        end = time.monotonic() + 10
-        while proc.poll() is None and time.monotonic() < end:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-            time.sleep(0.02)
-        if proc.poll() is None:
-            break
-        err = proc.stderr.read().decode() if proc.stderr else ""
-        if "Address already in use" not in err:
-            raise AssertionError(f"nginx exited {proc.returncode}: {err}")
-    else:
-        raise AssertionError("nginx found no free port")
-    try:
+    """A real nginx serving `root` on a loopback port (HTTPS with `cert`) that logs every Range asked
+    for (tests/realnginx.py); yields the mirror's base URL and that log."""
+    log = work / "access.log"
+    ranges = (f"    log_format ranges '$request_uri $status \"$http_range\" $body_bytes_sent';\n"
+              f"    access_log {log} ranges;")
+    with realnginx.nginx(root, work, http=ranges, cert=cert) as port:
         scheme = "https" if cert is not None else "http"
-        yield f"{scheme}://127.0.0.1:{port}/rhcos/4.19", work / "access.log"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+        yield f"{scheme}://127.0.0.1:{port}/rhcos/4.19", log
 
 
 def inventory(example_dir: Path, names: dict[str, str]) -> Path:
@@ -329,9 +282,8 @@ def test_an_https_mirror_is_trusted_only_through_the_system_ca_store(
     assert (tmp_path / "out/http/rhcos" / NAMES["rootfs"]).read_bytes() == fake_bytes(NAMES["rootfs"])
 
 
-def test_push_publishes_the_staged_files_to_the_tftp_and_http_roots(
-        runner, example_dir: Path, tmp_path: Path, fake_openshift_install: Path) -> None:
-    """End to end with a `local: true` provisioner: render, images, push (tests/pushkit.py)."""
+def staged_site(runner, example_dir: Path, tmp_path: Path):
+    """A `local: true` provisioner site (tests/pushkit.py), rendered, with the RHCOS files staged."""
     require("dnsmasq")
     require("haproxy")
     site = make_site(tmp_path, example_dir, runner, {"local": True})
@@ -343,6 +295,13 @@ def test_push_publishes_the_staged_files_to_the_tftp_and_http_roots(
     src = mirror(tmp_path, {n: fake_bytes(n) for n in NAMES.values()}) / "rhcos/4.19"
     staged = run_images(runner, site.inventory, site.out, str(src))
     assert staged.exit_code == 0, staged.output
+    return site
+
+
+def test_push_publishes_the_staged_files_to_the_tftp_and_http_roots(
+        runner, example_dir: Path, tmp_path: Path, fake_openshift_install: Path) -> None:
+    """End to end with a `local: true` provisioner: render, images, push (tests/pushkit.py)."""
+    site = staged_site(runner, example_dir, tmp_path)
     pushed = runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out), "--json"])
     assert pushed.exit_code == 0, pushed.output
     tftp, http = site.root / "var/lib/tftpboot/rhcos", site.root / "var/www/html/rhcos"
@@ -351,3 +310,33 @@ def test_push_publishes_the_staged_files_to_the_tftp_and_http_roots(
         assert (tftp / name).exists() == (key != "rootfs")
     assert (tftp / NAMES["kernel"]).read_bytes() == fake_bytes(NAMES["kernel"])
     assert not (site.root / "var/www/html/.upi-partial").exists()
+
+
+DAMAGE = {
+    # The same size, other bytes: only the sha256 tells (bit rot, an edit in place).
+    "same size": lambda data: bytes([data[0] ^ 1]) + data[1:],
+    # A cut or grown file: its size tells before any host is touched.
+    "truncated": lambda data: data[:-3],
+}
+
+
+@pytest.mark.parametrize("where", ["tftp", "http"])
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_push_refuses_a_staged_image_that_no_longer_matches_its_record(
+        runner, example_dir: Path, tmp_path: Path, fake_openshift_install: Path, where, damage) -> None:
+    site = staged_site(runner, example_dir, tmp_path)
+    victim = site.out / where / "rhcos" / NAMES["kernel"]
+    data = victim.read_bytes()
+    victim.unlink()  # the tftp/ and http/ copies may be one file (linked): damage only this one
+    victim.write_bytes(DAMAGE[damage](data))
+    for extra in ([], ["--dry-run"]):
+        pushed = runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out), *extra])
+        assert "Traceback" not in pushed.output
+        assert pushed.exit_code == 2, pushed.output
+        assert f"{victim} no longer matches what `upi images` recorded in manifest.json (" in pushed.stderr
+        assert "nothing was pushed. Run `upi images` again" in pushed.stderr
+    # Nothing reached the provisioner: no image, no config.
+    assert not (site.root / "var/lib/tftpboot/rhcos").exists()
+    assert not (site.root / "var/www/html/rhcos").exists()
+    assert not list((site.root / "etc/dnsmasq.d").glob("*.conf"))
+

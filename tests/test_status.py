@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import realnginx
 import yaml
 from bootvms_support import node_uri, require_libvirt, shut_off
 from conftest import inventory_path, require, require_root
@@ -39,30 +40,10 @@ from upi.vms.libvirt_ops import boot_from_disk_xml
 INVENTORY = str(inventory_path("dgxpod"))
 STRANGER_IP = "10.33.3.99"  # inside dgxpod's machine_cidr, no node's
 # nginx has no predefined "common" format; this is the CLF httpd writes.
-NGINX_CONF = """\
-daemon off;
-master_process off;
-worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
-events {{ worker_connections 64; }}
-http {{
+ACCESS_LOGS = """\
     log_format common '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent';
     access_log {tmp}/combined.log combined;
-    access_log {tmp}/common.log common;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    types {{ application/json ign; }}
-    default_type application/octet-stream;
-    server {{
-        listen {host}:{port};
-        root {root};
-    }}
-}}
-"""
+    access_log {tmp}/common.log common;"""
 
 
 @pytest.fixture(autouse=True)
@@ -88,7 +69,6 @@ def nginx_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """nginx serving an HTTP root on the provisioner's address; worker-0 fetches its ignition and
     the rootfs, worker-1 an ignition that was never pushed (404), a stranger its own file."""
     require_root("a network namespace with the nodes' addresses")
-    binary = require("nginx")
     inv = load_inventory(inventory_path("dgxpod"))
     work = tmp_path_factory.mktemp("status-nginx")
     root = work / "root"
@@ -99,13 +79,11 @@ def nginx_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / inv.rhcos.rootfs).write_bytes(os.urandom(4096))
     prov, port = str(inv.provisioner.ip), 8080
     prefix = inv.network.machine_cidr.prefixlen
-    conf = work / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(tmp=work, host=prov, port=port, root=root))
+    conf = realnginx.write_conf(work, root, host=prov, port=port, http=ACCESS_LOGS.format(tmp=work))
     with Lab(work / "lab", inv.provisioner.interface, f"{prov}/{prefix}") as lab:
         for ip in ("10.33.3.44", "10.33.3.46", STRANGER_IP):
             lab.ip("addr", "add", f"{ip}/{prefix}", "dev", lab.bridge)
-        lab.spawn([binary, "-c", str(conf), "-p", str(work), "-e", str(work / "error.log")],
-                  work / "nginx.out")
+        lab.spawn(realnginx.argv(conf), work / "nginx.out")
 
         def get(source: str, path: str) -> int:
             end = time.monotonic() + 10

@@ -25,9 +25,11 @@ message naming the file, the field and, for YAML, the line.
 
 Conventions every command follows:
 
-- `upi --log-level debug|info|warn|error COMMAND ...` (or `-v` for debug, or
-  `UPI_LOG_LEVEL`): debug adds every program run and file written; warn hides
-  progress lines; error hides warnings too. Errors always show.
+- `--log-level debug|info|warn|error` (or `-v` for debug, or `UPI_LOG_LEVEL`),
+  before the command name or after it: `upi -v render ...` and
+  `upi render ... -v` are the same; given in both places, the command's wins.
+  debug adds every program run and file written; warn hides progress lines;
+  error hides warnings too. Errors always show.
 - Durations: `90s`, `30m`, `2h`, `1h30m`, `500ms`; a bare number counts in the
   unit the option's help names (as it always did).
 - `--json`: output for scripts on stdout; an error is a JSON object there too,

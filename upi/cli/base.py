@@ -2,7 +2,7 @@
 
 - errors: one place maps a UpiError to its message and exit code; with
   `--json` the same error is a JSON object on stdout (docs/cli.md);
-- `--log-level` / `-v` on the root, for every command;
+- `--log-level` / `-v` on the root, and on every command too (`upi render ... -v`);
 - durations (`90s`, `30m`, `2h`; a bare number in the option's own unit);
 - help without type placeholders: plain metavars, every default shown.
 
@@ -12,6 +12,7 @@ below (`InventoryArg`, `JsonOpt`, `duration_option`) and nothing else.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -120,7 +121,14 @@ _PAREN_DEFAULT = re.compile(r"\[default: \(([^()]*)\)")
 
 
 class UpiCommand(TyperCommand):
-    """A command whose help shows plain metavars: `INVENTORY`, not `{INVENTORY}` or `<path>`."""
+    """A command whose help shows plain metavars: `INVENTORY`, not `{INVENTORY}` or `<path>`.
+
+    Every command also takes the root's `--log-level` and `-v` after its name.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(_level_options())
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         """`[OPTIONS] INVENTORY`: arguments by their metavar, optional ones in brackets."""
@@ -265,6 +273,42 @@ def _log_level(value: str) -> str:
     return name
 
 
+LOG_LEVEL_HELP = ("What to show on stderr: debug adds every program run and file written, warn hides "
+                  "progress, error hides warnings too.")
+VERBOSE_HELP = "Same as --log-level debug."
+
+
+def _command_level(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> None:
+    """A command's own --log-level / -v, set as it is parsed: it overrides the root's."""
+    if ctx.resilient_parsing or not value:  # not given: the root's level (or UPI_LOG_LEVEL) stands
+        return
+    console.set_level("debug" if param.name == "verbose" else _log_level(str(value)))
+
+
+@functools.cache
+def _level_options() -> tuple[Any, ...]:
+    """The root's --log-level and -v as options any command can carry.
+
+    Typer has no options shared by every command, so they are declared once
+    on a command of their own and its click parameters handed to each
+    command; their callback sets the level as they are parsed.
+    """
+    declared = typer.Typer(add_completion=False)
+
+    @declared.command()
+    def levels(
+        log_level: Annotated[str | None, typer.Option(
+            "--log-level", metavar="debug|info|warn|error", callback=_command_level, expose_value=False,
+            show_default="as given before the command, else info", help=LOG_LEVEL_HELP)] = None,
+        verbose: Annotated[bool, typer.Option(
+            "-v", "--verbose", callback=_command_level, expose_value=False, show_default=False,
+            help=VERBOSE_HELP)] = False,
+    ) -> None:
+        """Never run: it only declares the options."""
+
+    return tuple(typer.main.get_command(declared).params)
+
+
 @app.callback(
     epilog="\b\nQuick start:\n  upi validate inventories/dgxpod.yaml\n"
     "  upi render inventories/dgxpod.yaml -o out/dgxpod\n"
@@ -278,10 +322,8 @@ def _root(
     ] = False,
     log_level: Annotated[str, typer.Option(
         "--log-level", metavar="debug|info|warn|error", parser=_log_level, envvar="UPI_LOG_LEVEL",
-        help="What to show on stderr: debug adds every program run and file written, warn hides "
-        "progress, error hides warnings too.")] = console.DEFAULT_LEVEL,
-    verbose: Annotated[bool, typer.Option(
-        "-v", "--verbose", help="Same as --log-level debug.", show_default=False)] = False,
+        help=LOG_LEVEL_HELP)] = console.DEFAULT_LEVEL,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help=VERBOSE_HELP, show_default=False)] = False,
 ) -> None:
     """OpenShift 4 bare-metal UPI from one inventory file.
 

@@ -247,8 +247,21 @@ def planned_steps(plan: TargetPlan, host: str, changed: list[tuple[Item, FileSta
     return steps
 
 
+def verify_images(plans: list[TargetPlan]) -> None:
+    """Hash each image `upi images` recorded before any host is touched; a changed one is refused.
+
+    Item.sha256 raises for a file whose content no longer matches its record;
+    the digest is kept, so the upload is checked against the record too.
+    """
+    for plan in plans:
+        for item in plan.items:
+            if item.local is not None and item.local.recorded is not None:
+                _ = item.sha256
+
+
 def apply(plans: list[TargetPlan], connect: Connect, *, dry_run: bool = False) -> PushResult:
     """Push every plan; with `dry_run`, only compare and report what would run."""
+    verify_images(plans)
     result = PushResult(dry_run)
     opened: list[tuple[TargetPlan, Transport, list[tuple[Item, FileStatus]]]] = []
     try:

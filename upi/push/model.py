@@ -11,7 +11,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from upi.errors import UpiError
+from upi.errors import UpiError, UsageError
+from upi.safefs import shown
 
 Kind = Literal["dnsmasq", "tftp", "http", "haproxy"]
 TargetName = Literal["provisioner", "load_balancer"]
@@ -37,6 +38,13 @@ class LocalFile:
     path: Path
     device: int
     inode: int
+    recorded: str | None = None  # the sha256 `upi images` recorded for it in manifest.json
+
+    def changed_since_staged(self, why: str) -> UsageError:
+        """The error for an image whose content no longer matches its record."""
+        return UsageError(f"{shown(self.path)} no longer matches what `upi images` recorded in "
+                          f"manifest.json ({why}): changed or damaged since it was staged; nothing "
+                          "was pushed. Run `upi images` again")
 
     def open(self) -> BinaryIO:
         """The file, opened without following a link; PushError if it is no longer the one checked."""
@@ -76,7 +84,12 @@ class Item:
 
     @cached_property
     def sha256(self) -> str:
-        """Hex digest of the payload (streamed once for files on disk)."""
+        """Hex digest of the payload (streamed once for files on disk).
+
+        For an image `upi images` recorded it is the recorded sha256, once the
+        file on disk is found to still have it (UsageError otherwise): the
+        staged copy on the host is then checked against the record itself.
+        """
         if self.content is not None:
             return hashlib.sha256(self.content).hexdigest()
         digest = hashlib.sha256()
@@ -84,7 +97,10 @@ class Item:
         with self.local.open() as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
-        return digest.hexdigest()
+        got, want = digest.hexdigest(), self.local.recorded
+        if want is not None and got != want:
+            raise self.local.changed_since_staged(f"sha256 {got[:16]}..., recorded {want[:16]}...")
+        return got
 
     def _beside(self, suffix: str) -> str:
         # Hidden (leading dot): dnsmasq's conf-dir and web servers' indexes skip it.

@@ -130,7 +130,20 @@ def _entry(where: str, path: object, meta: object) -> tuple[str, str, int]:
     return rel, sha, bits
 
 
-def _http_tree(tree: Tree, out: Path) -> list[tuple[str, LocalFile]]:
+def _local(out: Path, rel: str, st: os.stat_result, record: dict[str, Any] | None) -> LocalFile:
+    """A file to publish, pinned to its inode; an image keeps its record's sha256 to be checked.
+
+    Its size is checked here, before any host is touched; its sha256 when it is hashed.
+    """
+    if record is None:
+        return LocalFile(out / rel, st.st_dev, st.st_ino)
+    local = LocalFile(out / rel, st.st_dev, st.st_ino, record["sha256"])
+    if st.st_size != record["size"]:
+        raise local.changed_since_staged(f"{st.st_size:,} bytes, recorded {record['size']:,}")
+    return local
+
+
+def _http_tree(tree: Tree, out: Path, images: dict[str, dict[str, Any]]) -> list[tuple[str, LocalFile]]:
     """The files under http/ to publish, with the inode each was checked as.
 
     Refused (exit 2), since each is published 0644 on the HTTP server: a
@@ -165,7 +178,7 @@ def _http_tree(tree: Tree, out: Path) -> list[tuple[str, LocalFile]]:
         if not ignition and _private_key(tree, rel):
             raise UsageError(f"{shown(path)} holds a PEM PRIVATE KEY: never published; move it out "
                              f"of {HTTP_DIR}/")
-        found.append((rel, LocalFile(path, st.st_dev, st.st_ino)))
+        found.append((rel, _local(out, rel, st, images.get(rel))))
     return found
 
 
@@ -208,21 +221,21 @@ def read_render_dir(inv: Inventory, out: Path) -> tuple[list[RenderedFile], list
                 raise UsageError(f"{shown(out / rel)} differs from {MANIFEST} (edited after "
                                  "`upi render`?): run `upi render` again")
             files.append(rendered)
-        return files, _http_tree(tree, out) + _tftp_images(tree, out, doc)
+        images = manifest_images(doc)
+        return files, _http_tree(tree, out, images) + _tftp_images(tree, out, images)
 
 
-def _tftp_images(tree: Tree, out: Path, doc: dict[str, Any]) -> list[tuple[str, LocalFile]]:
+def _tftp_images(tree: Tree, out: Path, images: dict[str, dict[str, Any]]) -> list[tuple[str, LocalFile]]:
     """Kernel and initramfs `upi images` staged under tftp/ (http/ ones are in the walk above).
 
     manifest.json is hostile input: only plain paths recorded there, reached without a
     symlink, that are regular files, are pushed.
     """
-    images = [p for p in manifest_images(doc) if p.startswith("tftp/")]
     found = []
-    for path in sorted(images):
+    for path in sorted(p for p in images if p.startswith("tftp/")):
         st = tree.lstat(path)
         if st is None or not stat.S_ISREG(st.st_mode):
             raise UsageError(f"{shown(out / path)} is recorded in {MANIFEST} by `upi images` but is "
                              "missing or not a regular file: run `upi images` again")
-        found.append((path, LocalFile(out / path, st.st_dev, st.st_ino)))
+        found.append((path, _local(out, path, st, images[path])))
     return found

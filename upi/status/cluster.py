@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+# Imported with the module, not on the first CSR: upi wait imports this in its main thread
+# before its helpers' threads start (imports racing in threads can meet half-built modules).
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from upi.csr.decide import CLIENT_SIGNER, SERVING_SIGNER
 from upi.errors import UpiError
 from upi.gpu.verify import VERIFIED
 from upi.inventory.model import Inventory
@@ -35,20 +43,12 @@ def parse_time(text: Any) -> datetime | None:
 
 def _csr_node(obj: dict[str, Any]) -> tuple[str, str] | None:
     """(`client` or `serving`, node name) of a node CSR, else None."""
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID
-
-    from upi.csr.decide import CLIENT_SIGNER, SERVING_SIGNER
-
     spec = _dict(obj.get("spec"))
     signer, user = spec.get("signerName"), spec.get("username")
     if signer == SERVING_SIGNER and isinstance(user, str) and user.startswith(NODE_USER):
         return "serving", user.removeprefix(NODE_USER)
     if signer != CLIENT_SIGNER or not isinstance(spec.get("request"), str):
         return None
-    import base64
-    import binascii
-
     try:
         req = x509.load_pem_x509_csr(base64.b64decode(spec["request"], validate=True))
         names = req.subject.get_attributes_for_oid(NameOID.COMMON_NAME)

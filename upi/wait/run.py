@@ -151,6 +151,7 @@ def _status(req: WaitRequest, inv: Inventory, display: WaitDisplay) -> Worker | 
     half initialized (seen: asyncio, under paramiko). None when even the
     first look fails (a warning): the wait goes on without the table.
     """
+    import upi.status.cluster  # noqa: F401 - its imports (cryptography) here, not in the reader's thread
     from upi.commands.status import Looker, sources
     from upi.errors import UpiError
 
