@@ -98,6 +98,7 @@ class FakeGpuCluster:
         self.catalogs_ready = True
         self.approved_plans: list[str] = []
         self.validation_pods: list[Obj] = []
+        self.most_validation_pods_at_once = 0  # upi's validation pods seen together in one tick
         self._csv_age: dict[str, int] = {}
         self._mig_seen: dict[str, str] = {}
         self._mig_lag: dict[str, int] = {}
@@ -511,7 +512,10 @@ class FakeGpuCluster:
 
     # --- the pod runner ----------------------------------------------------------------
     def _pods(self) -> None:
-        for pod in self.api.list("v1", "Pod"):
+        pods = self.api.list("v1", "Pod")
+        upi_pods = sum(1 for p in pods if p["metadata"]["name"].startswith("upi-gpu-validate"))
+        self.most_validation_pods_at_once = max(self.most_validation_pods_at_once, upi_pods)
+        for pod in pods:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Running"):
                 continue
             self._run(pod)

@@ -55,6 +55,8 @@ def test_installs_and_verifies_every_gpu_node(runner, tmp_path: Path, cluster: F
         "worker-1",
     ]
     assert all(p["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"} for p in pods)
+    # All at once: each pulls its image first, and one after the other 32 DGXs wait 32 pulls.
+    assert cluster.most_validation_pods_at_once == 2
     assert not [p for p in cluster.api.list("v1", "Pod") if p["metadata"]["name"].startswith("upi-gpu")]
 
 

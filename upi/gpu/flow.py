@@ -24,7 +24,7 @@ from upi.gpu.mig import relabel, wait_mig
 from upi.gpu.objects import Obj, dump, packages
 from upi.gpu.preflight import Check, preflight
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
-from upi.gpu.verify import NodeResult, check_labels, record, run_validation
+from upi.gpu.verify import NodeResult, check_labels, record, run_validations
 from upi.inventory.gpu import settings
 from upi.inventory.model import Inventory
 
@@ -161,9 +161,10 @@ def _run(
     reporter.stage("ClusterPolicy ready", "done")
     reporter.stage("verify nodes", "started")
     report.nodes = list(check_labels(kube, inv, clock).values())
+    ready = [r for r in report.nodes if not r.problem]  # the others failed on their labels already
+    if ready:
+        run_validations(kube, inv, ready, gpu.operator_namespace, clock, reporter)
     for result in report.nodes:
-        if not result.problem:
-            run_validation(kube, inv, result, gpu.operator_namespace, clock, reporter)
         record(kube, result)
         reporter.note(f"{result.node}: {'verified' if result.ok else result.problem}")
     bad = next((r for r in report.nodes if not r.ok), None)

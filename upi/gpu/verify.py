@@ -138,47 +138,71 @@ def validation_pod(inv: Inventory, node: str, namespace: str, resource: str = GP
     }
 
 
-def run_validation(
-    kube: Kube, inv: Inventory, result: NodeResult, namespace: str, clock: Clock, reporter: Reporter
+def run_validations(
+    kube: Kube, inv: Inventory, results: list[NodeResult], namespace: str, clock: Clock,
+    reporter: Reporter,
 ) -> None:
-    """Run one validation pod on the node, read its log for the success line, delete it."""
+    """One validation pod per node, all running at once; each judged by its log, then deleted.
+
+    A pod pulls its CUDA image before it runs (minutes on a cold node): one
+    after the other, 32 DGXs would take the sum of those waits. All the pods
+    share one wait, bounded by POD_LIMIT and the run's deadline.
+    """
     started = time.monotonic()
-    success = settings(inv).validation.success_log
-    pod = kube.create(validation_pod(inv, result.node, namespace, result.resource))
-    name = pod["metadata"]["name"]
-    reporter.note(f"validation pod {namespace}/{name} on {result.node}")
+    pods: dict[str, str] = {}  # node -> its pod's name
     try:
-
-        def finished() -> Obj | None:
-            found = kube.get("v1", "Pod", name, namespace) or {}
-            phase = (found.get("status") or {}).get("phase")
-            return found if phase in ("Succeeded", "Failed") else None
-
+        for result in results:
+            pod = kube.create(validation_pod(inv, result.node, namespace, result.resource))
+            pods[result.node] = pod["metadata"]["name"]
+            reporter.note(f"validation pod {namespace}/{pods[result.node]} on {result.node}")
         end = time.monotonic() + min(clock.left(), max(clock.settle, POD_LIMIT))
-        done: Obj | None = None
-        while done is None and time.monotonic() < end:
-            done = finished()
-            if done is None:
-                time.sleep(clock.poll)
-        lines = kube.logs(name, namespace, tail=20)
-        result.log = tuple(lines[-10:])
-        if done is None:
-            current = kube.get("v1", "Pod", name, namespace) or {}
-            conds = [
-                c.get("message", "")
-                for c in (current.get("status") or {}).get("conditions") or []
-                if c.get("status") == "False" and c.get("message")
-            ]
-            result.validation = "timed out"
-            result.problem = f"validation pod {name} did not finish" + (f": {conds[0]}" if conds else "")
-        elif done["status"]["phase"] == "Succeeded" and any(success in line for line in lines):
-            result.validation = "passed"
-        else:
-            result.validation = "failed"
-            result.problem = f"validation pod {name} {done['status']['phase']}; its log lacks {success!r}"
+        done: dict[str, Obj] = {}
+        while True:
+            for result in results:
+                if result.node not in done:
+                    found = _finished(kube, pods[result.node], namespace)
+                    if found is not None:
+                        done[result.node] = found
+                        result.seconds = round(time.monotonic() - started, 1)
+            if len(done) == len(results) or time.monotonic() >= end:
+                break
+            time.sleep(clock.poll)
+        for result in results:
+            _judge(kube, inv, result, pods[result.node], namespace, done.get(result.node))
     finally:
-        kube.delete("v1", "Pod", name, namespace)
-        result.seconds = round(time.monotonic() - started, 1)
+        for result in results:
+            if result.node in pods:
+                kube.delete("v1", "Pod", pods[result.node], namespace)
+            if not result.seconds:
+                result.seconds = round(time.monotonic() - started, 1)
+
+
+def _finished(kube: Kube, name: str, namespace: str) -> Obj | None:
+    found = kube.get("v1", "Pod", name, namespace) or {}
+    phase = (found.get("status") or {}).get("phase")
+    return found if phase in ("Succeeded", "Failed") else None
+
+
+def _judge(kube: Kube, inv: Inventory, result: NodeResult, name: str, namespace: str,
+           done: Obj | None) -> None:
+    """The node's verdict from its pod: passed, failed (with its log) or timed out."""
+    success = settings(inv).validation.success_log
+    lines = kube.logs(name, namespace, tail=20)
+    result.log = tuple(lines[-10:])
+    if done is None:
+        current = kube.get("v1", "Pod", name, namespace) or {}
+        conds = [
+            c.get("message", "")
+            for c in (current.get("status") or {}).get("conditions") or []
+            if c.get("status") == "False" and c.get("message")
+        ]
+        result.validation = "timed out"
+        result.problem = f"validation pod {name} did not finish" + (f": {conds[0]}" if conds else "")
+    elif done["status"]["phase"] == "Succeeded" and any(success in line for line in lines):
+        result.validation = "passed"
+    else:
+        result.validation = "failed"
+        result.problem = f"validation pod {name} {done['status']['phase']}; its log lacks {success!r}"
 
 
 def record(kube: Kube, result: NodeResult) -> None:
