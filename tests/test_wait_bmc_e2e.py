@@ -243,9 +243,10 @@ def test_no_metal_boots_nothing(runner: CliRunner, build: Callable[..., MetalSit
     assert "Redfish" not in res.output
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])
 def test_unreachable_and_refusing_bmcs_are_named_and_the_wait_goes_on(
         runner: CliRunner, build: Callable[..., MetalSite], ami: AmiFake, example_dir: Path,
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, as_json: bool) -> None:
     silent = Silent()
     wrong = write_credentials(example_dir / "bmc-wrong.yaml", password="wrong-password")
     try:
@@ -263,19 +264,26 @@ def test_unreachable_and_refusing_bmcs_are_named_and_the_wait_goes_on(
         # The helper has given up booting once, after probing the MCS, it looks for the Nodes.
         done = cluster(s, {}, lambda: any("/api/v1/nodes" in r for r in looked))
         try:
-            res = s.wait(runner, "--no-approve", "--json")
+            res = s.wait(runner, "--no-approve", *(["--json"] if as_json else []))
         finally:
             done()
     finally:
         silent.stop()
     assert res.exit_code == 0, res.output
-    assert f"worker-0 (BMC {ami.url}): refused the credentials in {wrong} (HTTP 401)" in res.stderr
-    assert f"worker-1 (BMC {silent.url}): no answer within 1 s" in res.stderr
-    assert res.stderr.count("boot it by hand (upi boot-metal)") == 2
+    refused = f"worker-0 (BMC {ami.url}): refused the credentials in {wrong} (HTTP 401)"
+    silence = f"worker-1 (BMC {silent.url}): no answer within 1 s"
+    progress = res.stderr if as_json else res.stdout.split("\nupi wait\n")[0]
+    assert refused in progress and silence in progress
+    assert progress.count("boot it by hand (upi boot-metal)") == 2
     assert "wrong-password" not in res.output
-    warnings = json.loads(res.stdout)["warnings"]
-    assert any(w.startswith(f"worker-0 (BMC {ami.url}): refused the credentials") for w in warnings)
-    assert any(w.startswith(f"worker-1 (BMC {silent.url}): no answer within 1 s") for w in warnings)
+    if as_json:
+        warnings = json.loads(res.stdout)["warnings"]
+    else:  # the summary lists them again: on a terminal the run's lines have long scrolled away
+        summary = res.stdout.split("\nupi wait\n", 1)[1]
+        warnings = [line.removeprefix("warning: ") for line in summary.splitlines()
+                    if line.startswith("warning: ")]
+    assert any(w.startswith(refused) for w in warnings), warnings
+    assert any(w.startswith(silence) for w in warnings), warnings
     assert ami.state.resets == [] and ami.state.patches == []
     assert "coreos.inst" in s.pxe("worker-0") and "coreos.inst" in s.pxe("worker-1")
     assert state(s.assets) == {"bootstrap_complete", "install_complete"}

@@ -116,6 +116,8 @@ def _print(summary: Summary) -> None:
     else:
         console.say(f"nodes: {summary.nodes_error}")
     console.say(f"CSRs approved: {len(summary.csrs_approved)}")
+    for warning in summary.warnings:  # a BMC, a helper: said during the run, long scrolled away
+        console.say(f"warning: {warning}")
     if summary.console_url:
         console.say(f"console: {summary.console_url}")
     console.say(f"kubeconfig: {summary.kubeconfig}")
