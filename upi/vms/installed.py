@@ -7,15 +7,11 @@ destroyed or crashed has not. A VM that boots from its disk (boot-vms
 switched it after its install) is installed, running or not.
 
 Nothing here may prompt: `upi status` runs from cron, a pipe or `--watch`
-with nobody to answer. A `+ssh` URI makes libvirt run the ssh client, which
-asks on the terminal for an unknown host key or a password; `no_tty=1` makes
-libvirt run it with `BatchMode=yes`, so it fails at once and says why.
+with nobody to answer; its connections are opened in batch mode
+(libvirt_ops.no_prompt).
 """
 
 from __future__ import annotations
-
-from typing import Any
-from urllib.parse import urlsplit
 
 from upi.errors import UpiError
 from upi.inventory import Inventory
@@ -24,25 +20,13 @@ from upi.vms.boot import by_hypervisor
 from upi.vms.plan import targets
 
 
-def no_prompt(uri: str) -> str:
-    """`uri` made never to prompt: `no_tty=1` added to an ssh-transport URI that lacks it."""
-    parts = urlsplit(uri)
-    if not parts.scheme.endswith("+ssh") or "no_tty=" in parts.query:
-        return uri
-    return uri + ("&" if parts.query else "?") + "no_tty=1"
-
-
-def _open_batch(uri: str) -> Any:
-    return ops.libvirt_module().open(no_prompt(uri))
-
-
 def installed_vms(inv: Inventory, *, connect: str | None = None,
                   connections: ops.Connections | None = None) -> tuple[set[str], list[str]]:
     """The VM nodes installed per libvirt, and the hypervisors that could not be read (why).
 
     A domain without the node's MAC is another machine of that name: not counted.
     `connections` shares the caller's (left open); otherwise they are opened
-    here, never prompting (no_prompt), and closed.
+    here, never prompting (batch mode), and closed.
     """
     groups = by_hypervisor(targets(inv, connect))
     if not groups:
@@ -50,7 +34,7 @@ def installed_vms(inv: Inventory, *, connect: str | None = None,
     libvirt = ops.libvirt_module()
     done: set[str] = set()
     unread: list[str] = []
-    conns = connections or ops.Connections(_open_batch)
+    conns = connections or ops.Connections(batch=True)
     try:
         for uri, specs in groups.items():
             try:

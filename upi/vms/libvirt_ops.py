@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET  # noqa: S405 - edits libvirt's own XML, neve
 from collections.abc import Callable
 from types import ModuleType, TracebackType
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from upi.errors import MissingExtra, VmError
 from upi.facts import VmSpec
@@ -49,11 +50,29 @@ def failed(uri: str, what: str, exc: Exception) -> VmError:
     return VmError(f"{uri}: {what}: {message}")
 
 
-class Connections:
-    """Open libvirt connections by URI, shared by the threads of one run; closed on exit."""
+def no_prompt(uri: str) -> str:
+    """`uri` made never to prompt: `no_tty=1` added to an ssh-transport URI that lacks it.
 
-    def __init__(self, opener: Callable[[str], Any] | None = None) -> None:
+    A `+ssh` URI makes libvirt run the ssh client, which asks on the terminal
+    for an unknown host key or a password; with `no_tty=1` libvirt runs it with
+    `BatchMode=yes`, so it fails at once and says why.
+    """
+    parts = urlsplit(uri)
+    if not parts.scheme.endswith("+ssh") or "no_tty=" in parts.query:
+        return uri
+    return uri + ("&" if parts.query else "?") + "no_tty=1"
+
+
+class Connections:
+    """Open libvirt connections by URI, shared by the threads of one run; closed on exit.
+
+    `batch`: nobody answers prompts (`upi status`, `upi wait`'s helper threads,
+    under a live display): an ssh-transport URI is opened with no_prompt.
+    """
+
+    def __init__(self, opener: Callable[[str], Any] | None = None, *, batch: bool = False) -> None:
         self._opener = opener
+        self._batch = batch
         self._open: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -64,7 +83,8 @@ class Connections:
                 return self._open[uri]
         libvirt = libvirt_module()
         try:
-            conn = self._opener(uri) if self._opener else libvirt.open(uri)
+            target = no_prompt(uri) if self._batch else uri
+            conn = self._opener(target) if self._opener else libvirt.open(target)
         except libvirt.libvirtError as exc:
             raise failed(uri, "cannot connect", exc) from None
         with self._lock:

@@ -277,7 +277,9 @@ def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
                        deadline=deadline)
     done: list[str] = []
     _first_imports(req, inv)
-    with Connections() as conns, Workers() as workers:
+    # batch: the VM shepherd's thread has no terminal to ask on (an unknown ssh host key would
+    # hang it under the live display); libvirt's ssh runs with BatchMode and says why it failed.
+    with Connections(batch=True) as conns, Workers() as workers:
         # First: its first look runs here, before any other helper's thread (_status).
         if req.status_every > 0 and not state.is_done("install_complete") and (
                 status := _status(req, inv, display)) is not None:
