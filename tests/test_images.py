@@ -340,3 +340,20 @@ def test_push_refuses_a_staged_image_that_no_longer_matches_its_record(
     assert not (site.root / "var/www/html/rhcos").exists()
     assert not list((site.root / "etc/dnsmasq.d").glob("*.conf"))
 
+
+
+@pytest.mark.parametrize("where", ["tftp", "http"])
+def test_push_refuses_a_recorded_image_that_is_gone(
+        runner, example_dir: Path, tmp_path: Path, fake_openshift_install: Path, where) -> None:
+    # Under http/ it used to be skipped without a word (the walk just did not find it): the HTTP
+    # server then kept an older rootfs, or none, while manifest.json said the staged one was there.
+    site = staged_site(runner, example_dir, tmp_path)
+    victim = site.out / where / "rhcos" / NAMES["kernel"]
+    victim.unlink()
+    for extra in ([], ["--dry-run"]):
+        pushed = runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out), *extra])
+        assert "Traceback" not in pushed.output
+        assert pushed.exit_code == 2, pushed.output
+        assert f"{victim} is recorded in manifest.json by `upi images` but is missing" in pushed.stderr
+    assert not (site.root / "var/www/html/rhcos").exists()
+    assert not list((site.root / "etc/dnsmasq.d").glob("*.conf"))

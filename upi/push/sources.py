@@ -222,7 +222,17 @@ def read_render_dir(inv: Inventory, out: Path) -> tuple[list[RenderedFile], list
                                  "`upi render`?): run `upi render` again")
             files.append(rendered)
         images = manifest_images(doc)
-        return files, _http_tree(tree, out, images) + _tftp_images(tree, out, images)
+        http = _http_tree(tree, out, images)
+        published = {rel for rel, _ in http}
+        gone = sorted(p for p in images if p.startswith(f"{HTTP_DIR}/") and p not in published)
+        if gone:  # as _tftp_images refuses a missing tftp/ one
+            raise UsageError(_unstaged(out, gone[0]))
+        return files, http + _tftp_images(tree, out, images)
+
+
+def _unstaged(out: Path, path: str) -> str:
+    return (f"{shown(out / path)} is recorded in {MANIFEST} by `upi images` but is missing or not "
+            "a regular file: run `upi images` again")
 
 
 def _tftp_images(tree: Tree, out: Path, images: dict[str, dict[str, Any]]) -> list[tuple[str, LocalFile]]:
@@ -235,7 +245,6 @@ def _tftp_images(tree: Tree, out: Path, images: dict[str, dict[str, Any]]) -> li
     for path in sorted(p for p in images if p.startswith("tftp/")):
         st = tree.lstat(path)
         if st is None or not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{shown(out / path)} is recorded in {MANIFEST} by `upi images` but is "
-                             "missing or not a regular file: run `upi images` again")
+            raise UsageError(_unstaged(out, path))
         found.append((path, _local(out, path, st, images[path])))
     return found
