@@ -107,6 +107,12 @@ def nginx_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     get(STRANGER_IP, "/ignition/worker.ign")]
 
         assert lab.inside(fetch) == [200, 200, 404, 200]
+        # nginx logs a request after its response is sent: the client can be done first. Leaving
+        # the lab stops nginx, so wait for the four lines (seen lost under load: CI, 2026-11-25).
+        end = time.monotonic() + 10
+        while not all(len((work / f"{fmt}.log").read_text().splitlines()) >= 4
+                      for fmt in ("combined", "common")) and time.monotonic() < end:
+            time.sleep(0.05)
     return work
 
 
