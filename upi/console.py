@@ -14,7 +14,8 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from types import TracebackType
+from typing import Any, Self, TextIO
 
 # Control characters a terminal acts on (ESC sequences, CR overwriting a line,
 # C1 CSI), and the bidi overrides that reorder what is shown: never printed raw.
@@ -218,3 +219,35 @@ def transfer_progress() -> Iterator[Callable[[str, int, int | None], None]]:
             bar.update(tasks[name], completed=done, total=total)
 
         yield update
+
+
+class LiveRegion:
+    """A rich Live region on `out` while the view is entered, if `_live_wanted` (a terminal).
+
+    The live views (upi wait, upi gpu, upi status --watch) set `out`,
+    `_live_wanted` and `_live = None`, and say how the region draws
+    (`_live_options`: a renderable to poll, or updates they push).
+    """
+
+    out: TextIO
+    _live_wanted: bool
+    _live: Any
+
+    def _live_options(self) -> dict[str, Any]:
+        return {"auto_refresh": False}  # the view pushes each update itself
+
+    def __enter__(self) -> Self:
+        if self._live_wanted:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(console=Console(file=self.out), transient=False, **self._live_options())
+            self._live.start()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.stop()
+

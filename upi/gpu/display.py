@@ -5,14 +5,13 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from types import TracebackType
 from typing import Any, TextIO
 
-from upi.console import plain, printable, shows
+from upi.console import LiveRegion, plain, printable, shows
 from upi.gpu.flow import STAGES
 
 
-class GpuDisplay:
+class GpuDisplay(LiveRegion):
     """A Reporter (upi.gpu.steps) that shows stages like `upi wait` does."""
 
     def __init__(self, *, live: bool | None = None, out: TextIO | None = None) -> None:
@@ -65,18 +64,5 @@ class GpuDisplay:
             grid.add_row("", plain(f"{minutes}m{secs:02d}s; last: {self.last or '-'}"))
         return Panel(grid, title="upi gpu", title_align="left")
 
-    def __enter__(self) -> GpuDisplay:
-        if self._live_wanted:
-            from rich.console import Console
-            from rich.live import Live
-
-            self._live = Live(get_renderable=self._panel, refresh_per_second=2,
-                              console=Console(file=self.out), transient=False)
-            self._live.start()
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if self._live is not None:
-            live, self._live = self._live, None
-            live.stop()
+    def _live_options(self) -> dict[str, Any]:
+        return {"get_renderable": self._panel, "refresh_per_second": 2}

@@ -11,10 +11,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from datetime import datetime
-from types import TracebackType
 from typing import Any, TextIO
 
 from upi import console
+from upi.console import LiveRegion
 from upi.status.stages import STAGES, Row, Stranger
 
 COLUMNS = ("NODE", "ROLE", *(name for _, name in STAGES), "NOW", "FOR")
@@ -161,7 +161,7 @@ def changes(before: Snapshot | None, snap: Snapshot) -> list[str]:
     return lines
 
 
-class StatusView:
+class StatusView(LiveRegion):
     """`upi status --watch`: a live table on a terminal; into a pipe the first table, then the changes.
 
     A context manager: the live table is stopped on the way out, whatever the way.
@@ -185,17 +185,3 @@ class StatusView:
                 self.out.write(f"{snap.now.strftime('%H:%M:%S')} {console.printable(line)}\n")
         self.out.flush()  # into a pipe or a journal: each look as it happens
 
-    def __enter__(self) -> StatusView:
-        if self._live_wanted:
-            from rich.console import Console
-            from rich.live import Live
-
-            self._live = Live(console=Console(file=self.out), auto_refresh=False, transient=False)
-            self._live.start()
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if self._live is not None:
-            live, self._live = self._live, None
-            live.stop()

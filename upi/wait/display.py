@@ -12,10 +12,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from upi.console import plain, printable, shows
+from upi.console import LiveRegion, plain, printable, shows
 from upi.csr.client import Record
 from upi.installer_log import LogEvent
 from upi.vms.status import VmEvent
@@ -70,7 +69,7 @@ class Progress:
         return stage_label(self.stage) + (f" ({detail})" if detail else "")
 
 
-class WaitDisplay:
+class WaitDisplay(LiveRegion):
     """Receives every callback of a run and shows it; a context manager for the live panel."""
 
     def __init__(self, *, live: bool | None = None, out: TextIO | None = None,
@@ -189,18 +188,5 @@ class WaitDisplay:
 
         return Group(panel, renderable(snap))
 
-    def __enter__(self) -> WaitDisplay:
-        if self._live_wanted:
-            from rich.console import Console
-            from rich.live import Live
-
-            self._live = Live(get_renderable=self._panel, refresh_per_second=2,
-                              console=Console(file=self.out), transient=False)
-            self._live.start()
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if self._live is not None:
-            live, self._live = self._live, None
-            live.stop()
+    def _live_options(self) -> dict[str, Any]:
+        return {"get_renderable": self._panel, "refresh_per_second": 2}
