@@ -44,6 +44,16 @@ def runner() -> CliRunner:
 
 
 @pytest.fixture
+def kube(tmp_path: Path):
+    """The FAKE Kubernetes API server (tests/fake_kube.py) on a loopback port, stopped after the test."""
+    from fake_kube import FakeKube
+
+    server = FakeKube(tmp_path / "kube").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def example_dir(tmp_path: Path) -> Path:
     """A writable copy of inventories/ (tests edit inventories and their files)."""
     dest = tmp_path / "inventories"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,6 @@ from typer.testing import CliRunner
 from upi.cli import app
 
 W0_GRUB = "grub.cfg-01-b8-ce-f6-10-33-44"
-
-
-@pytest.fixture
-def kube(tmp_path: Path) -> Iterator[FakeKube]:
-    server = FakeKube(tmp_path / "kube").start()
-    yield server
-    server.stop()
 
 
 def _site(runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake) -> Site:

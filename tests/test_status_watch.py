@@ -24,13 +24,6 @@ BOOTSTRAP_MAC = "52:54:00:7a:00:09"
 
 
 @pytest.fixture
-def kube(tmp_path: Path):
-    server = FakeKube(tmp_path / "kube").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def out(tmp_path: Path) -> Path:
     """A render dir whose installed-nodes record has the bootstrap: its last stage."""
     out = tmp_path / "out"

@@ -73,13 +73,6 @@ def _booted_disk(text: str) -> bool:
 
 
 @pytest.fixture
-def kube(tmp_path: Path) -> Iterator[FakeKube]:
-    server = FakeKube(tmp_path / "kube").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def build(runner: CliRunner, tmp_path: Path, example_dir: Path, kube: FakeKube, tls: Tls,
           monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[dict[str, dict[str, Any]]], MetalSite]]:
     """A site whose nodes have the given `bmc:` sections: rendered, ignition made, pushed; MCS up."""

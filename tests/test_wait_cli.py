@@ -25,13 +25,6 @@ pytestmark = pytest.mark.usefixtures("fake_openshift_install")
 
 
 @pytest.fixture
-def kube(tmp_path: Path):
-    server = FakeKube(tmp_path / "kube").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def assets(runner, tmp_path: Path) -> Path:
     return make_assets(runner, INVENTORY, tmp_path)
 

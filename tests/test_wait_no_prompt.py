@@ -30,13 +30,6 @@ def sshd(tmp_path: Path):
     server.proc.wait(timeout=10)
 
 
-@pytest.fixture
-def kube(tmp_path: Path):
-    server = FakeKube(tmp_path / "kube").start()
-    yield server
-    server.stop()
-
-
 def test_the_shepherd_fails_on_an_unknown_host_key_without_asking(
         runner, tmp_path: Path, example_dir: Path, sshd, kube: FakeKube, monkeypatch) -> None:
     require_libvirt()

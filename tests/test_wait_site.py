@@ -19,7 +19,6 @@ import pytest
 from bootvms_support import node_uri, require_libvirt, shut_off
 from conftest import require, table_row
 from csr_cases import client
-from fake_kube import FakeKube
 from pushkit import Site, Sshd, make_site, start_sshd
 from wait_support import installer_log, make_assets, script, state, wait_args
 
@@ -39,13 +38,6 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):
     yield server
     server.proc.terminate()
     server.proc.wait(timeout=10)
-
-
-@pytest.fixture
-def kube(tmp_path: Path):
-    server = FakeKube(tmp_path / "kube").start()
-    yield server
-    server.stop()
 
 
 def until(predicate: Callable[[], bool], what: str, limit: float = 120.0,

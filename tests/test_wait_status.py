@@ -30,13 +30,6 @@ NODE, MAC, IP = "master-0", "52:54:00:21:03:50", "10.33.3.50"
 
 
 @pytest.fixture
-def kube(tmp_path: Path):
-    server = FakeKube(tmp_path / "kube").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def site(runner, tmp_path: Path, example_dir: Path) -> tuple[Path, Path, Path]:
     """dgxpod whose dnsmasq log is a file here (no provisioner.ssh: read locally); its assets."""
     log = tmp_path / "dnsmasq-upi.log"

@@ -50,13 +50,6 @@ LIBRARIES = ("upi", "asyncio", "lightkube", "httpx", "httpx2", "httpcore", "anyi
              "pydantic", "pydantic_core", "ssl", "concurrent", "email", "http")
 
 
-@pytest.fixture
-def kube(tmp_path: Path):
-    server = FakeKube(tmp_path / "kube").start()
-    yield server
-    server.stop()
-
-
 @pytest.mark.parametrize("status_every", ["0.2", "0"])  # with the status reader and without it
 def test_helper_threads_find_every_library_imported(runner, tmp_path: Path, example_dir: Path,
                                                     kube: FakeKube, monkeypatch, status_every: str) -> None:
