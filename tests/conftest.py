@@ -53,6 +53,17 @@ def kube(tmp_path: Path):
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory):
+    """A real sshd on a loopback port (tests/pushkit.py), shared by a test module."""
+    from pushkit import start_sshd
+
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.proc.terminate()
+    server.proc.wait(timeout=10)
+
+
 @pytest.fixture
 def example_dir(tmp_path: Path) -> Path:
     """A writable copy of inventories/ (tests edit inventories and their files)."""

@@ -63,13 +63,11 @@ def outside(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory):
+def sshd(sshd):
+    """conftest's sshd, for pushes: they also run the real config checkers on the host."""
     require("dnsmasq")
     require("haproxy")
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.proc.terminate()
-    server.proc.wait(timeout=10)
+    return sshd
 
 
 def _ssh_cfg(tmp_path: Path, server: Sshd) -> dict[str, object]:

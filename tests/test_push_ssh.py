@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require
-from pushkit import Site, Sshd, fingerprint_of, keygen, make_site, start_sshd
+from pushkit import Site, Sshd, fingerprint_of, keygen, make_site
 
 from upi.cli import app
 from upi.inventory import load_inventory
@@ -18,13 +18,11 @@ from upi.render import RenderedFile, haproxy_cfg
 
 
 @pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory):
+def sshd(sshd):
+    """conftest's sshd, for pushes: they also run the real config checkers on the host."""
     require("dnsmasq")
     require("haproxy")
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.proc.terminate()
-    server.proc.wait(timeout=10)
+    return sshd
 
 
 def _site(tmp_path: Path, example_dir: Path, runner, sshd: Sshd, known: str | None = None) -> Site:

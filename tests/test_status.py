@@ -21,7 +21,7 @@ from bootvms_support import node_uri, require_libvirt, shut_off
 from conftest import inventory_path, require, require_root
 from csr_cases import client, serving
 from fake_kube import FakeKube
-from pushkit import Sshd, start_sshd
+from pushkit import Sshd
 from pxe_harness import Lab
 from status_support import spawn
 
@@ -158,13 +158,6 @@ def test_status_table_shows_times_and_the_stuck_nodes_causes(runner, nginx_logs:
 
 
 # --- the logs on the provisioner, over upi push's SSH (a real sshd on loopback) -----------------
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory):
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.proc.terminate()
-    server.proc.wait(timeout=10)
 
 
 def _ssh_inventory(example_dir: Path, tmp_path: Path, server: Sshd, **prov: object) -> Path:

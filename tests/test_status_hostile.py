@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import inventory_path
-from pushkit import Sshd, start_sshd
+from pushkit import Sshd
 from status_support import spawn
 
 from upi.cli import app
@@ -105,14 +105,6 @@ def test_a_fifo_a_directory_and_a_device_are_notes_not_hangs(tmp_path) -> None:
                 env={"KUBECONFIG": ""})
     assert upi.finish(limit=60) == 0, upi.stderr()
     assert json.loads(upi.text())["unread"] == ["/dev/zero: a character device, not a regular file"]
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory):
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.proc.terminate()
-    server.proc.wait(timeout=10)
 
 
 def test_a_fifo_on_the_provisioner_is_a_note_not_a_hang(example_dir: Path, tmp_path: Path,

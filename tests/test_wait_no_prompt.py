@@ -15,19 +15,10 @@ import pytest
 from bootvms_support import require_libvirt
 from conftest import require
 from fake_kube import FakeKube
-from pushkit import start_sshd
 from status_support import spawn
 from wait_support import make_assets, script, wait_args
 
 pytestmark = pytest.mark.usefixtures("fake_openshift_install")
-
-
-@pytest.fixture
-def sshd(tmp_path: Path):
-    server = start_sshd(tmp_path / "sshd")
-    yield server
-    server.proc.terminate()
-    server.proc.wait(timeout=10)
 
 
 def test_the_shepherd_fails_on_an_unknown_host_key_without_asking(

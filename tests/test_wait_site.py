@@ -19,7 +19,7 @@ import pytest
 from bootvms_support import node_uri, require_libvirt, shut_off
 from conftest import require, table_row
 from csr_cases import client
-from pushkit import Site, Sshd, make_site, start_sshd
+from pushkit import Site, Sshd, make_site
 from wait_support import installer_log, make_assets, script, state, wait_args
 
 from upi.cli import app
@@ -32,12 +32,10 @@ ALL_STAGES = {"bootstrap_complete", "bootstrap_removed", "install_complete"}
 
 
 @pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory):
+def sshd(sshd):
+    """conftest's sshd, for pushes: they also run the real config checkers on the host."""
     require("haproxy")
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.proc.terminate()
-    server.proc.wait(timeout=10)
+    return sshd
 
 
 def until(predicate: Callable[[], bool], what: str, limit: float = 120.0,
