@@ -126,6 +126,15 @@ def _firewall(inv: Inventory) -> list[RenderedFile]:
     ]
 
 
+def _prepare(inv: Inventory) -> RenderedFile:
+    """provisioner/prepare.sh: packages, web server, SELinux port, services, bridge (RHEL 9)."""
+    from upi.facts.provisioner import HTTPD_DROP_IN, HTTPD_MAIN_CONF, prepare_plan
+
+    return _file("provisioner/prepare.sh", render_template(
+        "provisioner/prepare.sh.j2", p=prepare_plan(inv), drop_in=HTTPD_DROP_IN,
+        main_conf=HTTPD_MAIN_CONF), SCRIPT)
+
+
 def boot_file(e: BootEntry, *, installed: bool = False) -> RenderedFile:
     """One node's per-MAC file: the RHCOS installer, or (installed) its own disk."""
     name, var = _boot_template(e.firmware, installed=installed)
@@ -225,6 +234,7 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
         *_boot(inv, installed),
         haproxy_cfg(inv, include_bootstrap=not retire_bootstrap),
         *_firewall(inv),
+        _prepare(inv),
         *_vms(inv),
         *_csr(inv),
         *(_file(path, text) for path, text in gpu_files(inv)),
