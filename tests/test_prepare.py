@@ -58,12 +58,12 @@ class Host:
     root: Path
     log: Path
 
-    def run(self, script: Path) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    def run(self, script: Path, *argv: str) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
         """Run the script with bash exactly as written; its output and the commands it ran."""
         self.log.write_text("")
         env = {**os.environ, "PATH": f"{self.bin}:{os.environ['PATH']}", "PREPARE_ROOT": str(self.root),
                "FAKE_RHEL_STATE": str(self.state), "FAKE_RHEL_LOG": str(self.log)}
-        done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
+        done = subprocess.run(["bash", str(script), *argv], env=env, capture_output=True, text=True,
                               timeout=120, check=False)
         return done, [shlex.split(line) for line in self.log.read_text().splitlines()]
 
@@ -212,6 +212,9 @@ def test_prepare_script_sets_up_the_provisioner_then_changes_nothing(runner, tmp
     port_profile = f"{want.bridge}-port-{want.nic}"
     assert host.nmcli("-g", "GENERAL.CONNECTION", "device", "show", want.nic) == port_profile
     assert host.nmcli("-g", "connection.autoconnect", "connection", "show", want.nic) == "no"
+    # dnsmasq serves provisioner.interface, now a bridge port: the script says what to change.
+    assert (f"warning: dnsmasq serves {want.nic} (provisioner.interface), now a port of {want.bridge}: "
+            f"set provisioner.interface: {want.bridge}") in done.stderr
 
     files = {p: p.read_bytes() for p in host.root.rglob("*") if p.is_file()}
     state = host.data()
@@ -294,3 +297,27 @@ def test_prepare_leaves_remote_vms_and_load_balancer_to_their_hosts(runner, tmp_
     install = next(c for c in commands if c[:2] == ["dnf", "install"])
     assert not {"libvirt", "qemu-kvm", "virt-install", "haproxy"} & set(install)
     assert [c for c in commands if c[0] == "nmcli"] == []
+
+
+def test_prepare_with_the_bridge_as_provisioner_interface_takes_the_nic_from_its_argument(
+        runner, tmp_path: Path) -> None:
+    # dnsmasq serves the bridge (provisioner.interface: br0); the NIC is this host's to name.
+    inv = _variant(tmp_path, "dgxpod", **{"interface: eno1": "interface: br0"})
+    script = _render(runner, inv, tmp_path / "out")
+    _shellcheck(script)
+    host = _host(tmp_path, "eno1", "10.33.3.18/24")
+    refused, commands = host.run(script)
+    assert refused.returncode == 2
+    assert ("provisioner.interface is the bridge br0, which does not exist yet: name the NIC it takes "
+            "over (the one that has 10.33.3.18 now)") in refused.stderr
+    assert _changing(commands) == [] and not (host.root / "etc/httpd/conf.d").exists()
+
+    done, commands = host.run(script, "eno1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    port_add = [c for c in commands if c[:3] == ["nmcli", "connection", "add"]][1]
+    assert port_add[port_add.index("ifname") + 1] == "eno1"
+    assert host.nmcli("-g", "IP4.ADDRESS[1]", "device", "show", "br0") == "10.33.3.18/24"
+    assert "warning" not in done.stderr
+    # Once the bridge exists, a run without the NIC changes nothing.
+    again, commands = host.run(script)
+    assert again.returncode == 0 and _changing(commands) == [], again.stderr

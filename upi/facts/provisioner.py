@@ -35,15 +35,12 @@ class Bridge:
     """The bridge the VMs join, taking over the provisioner's NIC and its address."""
 
     name: str
-    port: str  # the NIC enslaved
+    # The NIC enslaved: provisioner.interface; None when that is the bridge itself (dnsmasq
+    # serves the bridge), and the NIC is named when the script runs.
+    port: str | None
     address: str  # 10.33.3.18/24
     gateway: str
     dns: tuple[str, ...]
-
-    @property
-    def port_profile(self) -> str:
-        """The NetworkManager profile of the port: `br0-port-eno1`."""
-        return f"{self.name}-port-{self.port}"
 
 
 @dataclass(frozen=True)
@@ -114,12 +111,9 @@ def _bridge(inv: Inventory, bridges: list[str]) -> tuple[Bridge | None, list[str
     name = top or bridges[0]
     notes += [f"bridge {b} (per-node hypervisor): create it yourself, it has no NIC named in "
               "the inventory" for b in bridges if b != name]
-    if name == prov.interface:
-        notes.append(f"provisioner.interface is the bridge {name} itself: it already carries "
-                     f"{prov.ip}; add its uplink NIC as a port yourself")
-        return None, notes
     prefix = inv.network.machine_cidr.prefixlen
-    return Bridge(name=name, port=prov.interface, address=f"{prov.ip}/{prefix}",
+    port = None if name == prov.interface else prov.interface
+    return Bridge(name=name, port=port, address=f"{prov.ip}/{prefix}",
                   gateway=str(inv.network.gateway),
                   dns=tuple(str(s) for s in inv.network.upstream_dns)), notes
 

@@ -118,13 +118,16 @@ if [ "$httpd_changed" = 1 ] && systemctl is-active --quiet httpd.service; then
     systemctl restart httpd.service
 fi
 
-# 5. The VMs' bridge br0 takes over eno1 and its address: NetworkManager moves the
-#    address in one activation (nmcli connection up), so connections to 10.33.3.18 pause for a
-#    few seconds but the address stays. Run this from a console, tmux or screen if unsure; a lost
-#    SSH session does not stop it (HUP is ignored from here on).
+# 5. The VMs' bridge br0 takes over this host's NIC and its address: NetworkManager moves
+#    the address in one activation (nmcli connection up), so connections to 10.33.3.18 pause
+#    for a few seconds but the address stays. Run this from a console, tmux or screen if unsure; a
+#    lost SSH session does not stop it (HUP is ignored from here on).
 bridge=br0
 port_nic=eno1
-port_profile=br0-port-eno1
+# dnsmasq serves provisioner.interface (eno1, dnsmasq/dhcp-pxe.conf interface=): once it is a
+# port of br0, DHCP and DNS arrive on br0 and dnsmasq no longer sees them. Set
+# provisioner.interface: br0 in the inventory, then render and push again (docs/prepare.md).
+dnsmasq_warning="dnsmasq serves $port_nic (provisioner.interface), now a port of $bridge: set provisioner.interface: $bridge in the inventory, then upi render and upi push (docs/prepare.md)"
 address=10.33.3.18/24
 gateway=10.33.3.1
 dns=10.33.0.10
@@ -135,7 +138,7 @@ activate=0
 if ! nmcli -g connection.type connection show "$bridge" >/dev/null 2>&1 \
         && nmcli -g GENERAL.TYPE device show "$bridge" >/dev/null 2>&1; then
     # A bridge NetworkManager has no profile for (libvirt's virbr0, a manual one): not taken over.
-    say "$bridge exists and is not a NetworkManager profile: left alone; make $port_nic its port yourself"
+    say "$bridge exists and is not a NetworkManager profile: left alone; give it its port NIC yourself"
 else
     if ! have=$(nmcli -g ipv4.method,ipv4.addresses,ipv4.gateway,ipv4.dns connection show "$bridge" 2>/dev/null); then
         say "creating bridge $bridge with $address"
@@ -148,23 +151,29 @@ else
         nmcli connection modify "$bridge" "${ipv4[@]}"
         activate=1
     fi
-    if ! nmcli -g connection.type connection show "$port_profile" >/dev/null 2>&1; then
-        say "making $port_nic a port of $bridge"
-        nmcli connection add type ethernet slave-type bridge con-name "$port_profile" \
-            ifname "$port_nic" master "$bridge"
-    fi
-    current=$(nmcli -g GENERAL.CONNECTION device show "$port_nic" 2>/dev/null || true)
-    if [ "$current" != "$port_profile" ]; then
-        if [ -n "$current" ]; then
-            # Else it would take $port_nic back at the next boot.
-            say "profile '$current' no longer starts on $port_nic at boot"
-            nmcli connection modify "$current" connection.autoconnect no
+    if [ -n "$port_nic" ]; then
+        port_profile="$bridge-port-$port_nic"
+        if ! nmcli -g connection.type connection show "$port_profile" >/dev/null 2>&1; then
+            say "making $port_nic a port of $bridge"
+            nmcli connection add type ethernet slave-type bridge con-name "$port_profile" \
+                ifname "$port_nic" master "$bridge"
         fi
-        activate=1
+        current=$(nmcli -g GENERAL.CONNECTION device show "$port_nic" 2>/dev/null || true)
+        if [ "$current" != "$port_profile" ]; then
+            if [ -n "$current" ]; then
+                # Else it would take $port_nic back at the next boot.
+                say "profile '$current' no longer starts on $port_nic at boot"
+                nmcli connection modify "$current" connection.autoconnect no
+            fi
+            activate=1
+        fi
     fi
     if [ "$activate" = 1 ]; then
-        say "activating $bridge: $address moves from $port_nic to $bridge"
+        say "activating $bridge: $address moves to $bridge"
         nmcli connection up "$bridge"
+    fi
+    if [ -n "$dnsmasq_warning" ]; then
+        echo "prepare.sh: warning: $dnsmasq_warning" >&2
     fi
 fi
 
