@@ -80,7 +80,8 @@ def _host(tmp_path: Path, nic: str, address: str, *, devices: dict | None = None
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in TOOLS:
-        (bin_dir / tool).write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} '
+        # -S: the FAKE needs only the standard library; skipping site makes each call faster.
+        (bin_dir / tool).write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -S '
                                     f'{shlex.quote(str(FAKE))} {tool} "$@"\n')
         (bin_dir / tool).chmod(0o755)
     state = tmp_path / "state"
@@ -321,3 +322,33 @@ def test_prepare_with_the_bridge_as_provisioner_interface_takes_the_nic_from_its
     # Once the bridge exists, a run without the NIC changes nothing.
     again, commands = host.run(script)
     assert again.returncode == 0 and _changing(commands) == [], again.stderr
+
+
+@pytest.mark.parametrize(("replace", "haproxy"), [
+    # Another address, no ssh sections: HAProxy is on its own host.
+    ({}, False),
+    # upi runs on both (ssh local): one host, whatever the addresses.
+    ({"  ip: 10.33.3.54\n": "  ip: 10.33.3.54\n  ssh: {local: true}\n",
+      "  tftp_root: /var/lib/tftpboot\n": "  tftp_root: /var/lib/tftpboot\n  ssh: {local: true}\n"}, True),
+    # Reached over SSH at the provisioner's address: the same host.
+    ({"  ip: 10.33.3.54\n": "  ip: 10.33.3.54\n  ssh: {host: 10.33.3.18}\n"}, True),
+], ids=["own-host", "both-local", "ssh-to-provisioner"])
+def test_prepare_plan_puts_haproxy_where_upi_push_puts_its_config(tmp_path: Path, replace: dict[str, str],
+                                                                   haproxy: bool) -> None:
+    from upi.facts.provisioner import prepare_plan
+    from upi.inventory import load_inventory
+
+    plan = prepare_plan(load_inventory(_variant(tmp_path, "dgxpod", **replace)))
+    assert ("haproxy" in plan.packages) is haproxy
+    assert any(s.unit == "haproxy.service" for s in plan.services) is haproxy
+    assert any(line.startswith("HAProxy runs on the load balancer") for line in plan.elsewhere) is not haproxy
+
+
+def test_prepare_plan_counts_a_hypervisor_uri_naming_the_provisioner_as_here(tmp_path: Path) -> None:
+    from upi.facts.provisioner import prepare_plan
+    from upi.inventory import load_inventory
+
+    inv = _variant(tmp_path, "dgxpod", **{"uri: qemu:///system": "uri: qemu+ssh://root@10.33.3.18/system"})
+    plan = prepare_plan(load_inventory(inv))
+    assert {"libvirt", "qemu-kvm", "virt-install"} <= set(plan.packages)
+    assert plan.bridge is not None and plan.bridge.name == "br0" and plan.bridge.port == "eno1"
