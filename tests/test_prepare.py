@@ -352,3 +352,17 @@ def test_prepare_plan_counts_a_hypervisor_uri_naming_the_provisioner_as_here(tmp
     plan = prepare_plan(load_inventory(inv))
     assert {"libvirt", "qemu-kvm", "virt-install"} <= set(plan.packages)
     assert plan.bridge is not None and plan.bridge.name == "br0" and plan.bridge.port == "eno1"
+
+
+def test_prepare_serves_http_root_below_the_path_of_http_base_url(runner, tmp_path: Path) -> None:
+    # Boot files fetch http_base_url + /ignition/...: with a path, httpd maps it to http_root.
+    inv = _variant(tmp_path, "dgxpod", **{"http://10.33.3.18:8080": "http://10.33.3.18:8080/ocp"})
+    script = _render(runner, inv, tmp_path / "out")
+    _shellcheck(script)
+    host = _host(tmp_path, "eno1", "10.33.3.18/24")
+    done, _ = host.run(script)
+    assert done.returncode == 0, done.stdout + done.stderr
+    drop_in = (host.root / "etc/httpd/conf.d/upi.conf").read_text()
+    assert '\n    Alias "/ocp" "/var/www/html"\n' in drop_in and "\nListen 8080\n" in drop_in
+    again, commands = host.run(script)
+    assert again.returncode == 0 and _changing(commands) == []

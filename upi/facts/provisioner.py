@@ -53,6 +53,7 @@ class PreparePlan:
     services: tuple[Service, ...]
     http_port: int
     http_root: str
+    http_path: str  # the path of http_base_url ("" or "/ocp"): where http_root is served
     tftp_root: str
     bridge: Bridge | None
     elsewhere: tuple[str, ...]  # one line each: what another host (or the admin) does
@@ -158,8 +159,13 @@ def prepare_plan(inv: Inventory) -> PreparePlan:
     bridge, notes = _bridge(inv, bridges)
     elsewhere += notes
     prov = inv.provisioner
+    url = urlsplit(prov.http_base_url)
+    if url.scheme == "https":
+        elsewhere.append(f"TLS for {prov.http_base_url}: install mod_ssl and give the virtual host "
+                         "SSLEngine on and a certificate (the drop-in serves plain HTTP)")
     return PreparePlan(
         domain=inv.cluster.domain, ip=str(prov.ip), packages=tuple(packages),
         services=tuple(services), http_port=http_port(inv), http_root=prov.http_root,
+        http_path=url.path.rstrip("/"),
         tftp_root=prov.tftp_root, bridge=bridge,
         elsewhere=tuple(elsewhere))
