@@ -129,8 +129,8 @@ def prepare_plan(inv: Inventory) -> PreparePlan:
                 "firewall/provisioner.sh opens DNS, DHCP, TFTP and the HTTP port in it"),
         Service("httpd.service", WEB_SERVER, True,
                 f"serves {inv.provisioner.http_root} at {inv.provisioner.http_base_url}"),
-        # Not started here: RHEL's stock dnsmasq.conf answers DNS on every interface, which
-        # fails beside libvirt's dnsmasq; `upi push` (re)starts it with the rendered dnsmasq/.
+        # Not started here: it would run on the stock configuration alone (and a dnsmasq bound to
+        # every address fails beside libvirt's); `upi push` (re)starts it with the rendered dnsmasq/.
         Service("dnsmasq.service", "dnsmasq", False,
                 "started by upi push with the rendered dnsmasq/ configuration"),
     ]
