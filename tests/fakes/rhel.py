@@ -5,8 +5,9 @@ under the tool's name (argv[1]); it appends its command line to $FAKE_RHEL_LOG
 (shell-quoted, one line) and keeps the host's state in $FAKE_RHEL_STATE/state.json,
 so a query after a change sees it, as on a real host. Where each behaviour comes from:
 
-- dnf: `dnf install -y PKG...`; an unknown name fails as dnf 4 does ("No match for
-  argument: X", "Error: Unable to find a match: X", exit 1: dnf/cli/commands/install.py).
+- dnf: `dnf install -y PKG...`; an unknown name fails as dnf 4 does: "No match for
+  argument: X" on stdout, "Error: Unable to find a match: X" on stderr, exit 1 (dnf 4 output
+  quoted in kubernetes-sigs/kubespray#4802 and fastfetch-cli/fastfetch#1057).
   AVAILABLE lists the RHEL 9 BaseOS/AppStream names prepare.sh may ask for.
 - rpm: `rpm -q --quiet PKG...`: exit status = the number of packages not installed (rpm(8)).
 - systemctl: `is-enabled --quiet`, `is-active --quiet` (exit 0 or 1, systemctl(1));
@@ -82,7 +83,7 @@ def dnf(st: State, args: list[str]) -> None:
     pkgs = [a for a in args[1:] if not a.startswith("-")]
     unknown = [p for p in pkgs if p not in AVAILABLE]
     if unknown:
-        print("\n".join(f"No match for argument: {p}" for p in unknown), file=sys.stderr)
+        print("\n".join(f"No match for argument: {p}" for p in unknown))
         _fail(f"Error: Unable to find a match: {' '.join(unknown)}")
     st.data["installed"] = sorted(set(st.data["installed"]) | set(pkgs))
 
