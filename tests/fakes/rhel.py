@@ -17,7 +17,8 @@ so a query after a change sees it, as on a real host. Where each behaviour comes
   the `libvirt` package pulls in: simplified to `libvirt`).
 - nmcli: `-g FIELDS connection show ID`, `-g FIELDS device show DEV`, `connection add`,
   `connection modify`, `connection up`, following nmcli(1) and nm-settings-nmcli(5): a
-  missing profile or device exits 10 ("Error: ID - no such connection profile."); `add`
+  missing profile or device exits 10 ("Error: ID - no such connection profile.",
+  "Error: Device 'X' not found.": NetworkManager clients/cli, NMC_RESULT_ERROR_NOT_FOUND); `add`
   takes `type con-name ifname master slave-type` as aliases of connection.*; a property
   the fake does not know fails ("Error: invalid or not allowed setting"). Activating a
   bridge with connection.autoconnect-slaves=1 activates its ports, each taking its device
