@@ -85,14 +85,15 @@ class FakeMcs:
     answers 503, as the MCS behind HAProxy does before any backend serves it.
     """
 
-    def __init__(self, work: Path, ca: Issued, domain: str, *, up: bool = True) -> None:
+    def __init__(self, work: Path, ca: Issued, domain: str, *, up: bool = True,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
         leaf = issue(ca, f"api-int.{domain}", server=True, dns=(f"api-int.{domain}",))
         work.mkdir(parents=True, exist_ok=True)
         (work / "mcs.crt").write_bytes(leaf.cert_pem)
         (work / "mcs.key").write_bytes(leaf.key_pem)
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(work / "mcs.crt", work / "mcs.key")
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Healthz)
+        self.httpd = ThreadingHTTPServer((host, port), _Healthz)
         self.httpd.daemon_threads = True
         self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         self.httpd.probes = []  # type: ignore[attr-defined]

@@ -126,11 +126,11 @@ def approve_csr(
 
 
 @app.command(
-    epilog="\b\nExamples:\n  upi wait inventories/dgxpod.yaml --dir assets/dgxpod\n"
+    epilog="\b\nExamples:\n  upi wait inventories/dgxpod.yaml --dir assets/dgxpod -o out/dgxpod\n"
     "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --kubeconfig-to ~/.kube/config\n"
     "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --keep-bootstrap --no-vms --json\n"
     "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --deadline 3h   # slow hardware\n"
-    "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod --gpu   # on to GPUs verified"
+    "  upi wait inventories/dgxpod.yaml --dir assets/dgxpod -o out/dgxpod --gpu   # on to GPUs verified"
 )
 def wait(
     inventory: InventoryArg,
@@ -139,7 +139,11 @@ def wait(
         show_default=False)],
     render_dir: Annotated[Path | None, typer.Option(
         "-o", "--output", metavar="DIR", show_default=False,
-        help="Render dir: judge the age of the ignition files staged there (default: judge none).")] = None,
+        help="The render dir (`upi render -o`). With it, each node's PXE file there and on the "
+        "provisioner flips to local boot as the node joins, and the bootstrap is retired from its "
+        "HAProxy config, so a later `upi push` keeps both; the age of the ignition files staged "
+        "there is judged too. Without it neither is recorded: a later push would reinstall the "
+        "nodes.")] = None,
     kubeconfig: Annotated[Path | None, typer.Option(
         "--kubeconfig", metavar="FILE", show_default=False,
         help="Kubeconfig for CSRs and nodes (default: ASSETS/auth/kubeconfig).")] = None,
