@@ -122,6 +122,36 @@ def _ignition_age(assets: Path | None, now: float) -> float | None:
     return now - max(times) if times else None
 
 
+def _sizes(inv: Inventory, src: Sources) -> dict[str, int]:
+    """The size of each file a node fetches over HTTP, by name, where upi keeps a copy.
+
+    The render dir's `http/` is what `upi push` published (the ignition files,
+    the RHCOS image `upi images` staged); the assets' ignition files come
+    next. Only regular files count (a FIFO planted there is never opened).
+    """
+    import stat
+
+    from upi.status.stages import http_files
+
+    places: list[Path] = []
+    if src.out is not None:
+        places += sorted((src.out / "http" / "ignition").glob("*.ign"))
+        image = inv.rhcos.rootfs if inv.live_rootfs else inv.rhcos.image
+        if image and "://" not in image and http_files(inv):
+            places.append(src.out / "http" / image.lstrip("/"))
+    if src.assets is not None:
+        places += sorted(src.assets.glob("*.ign"))
+    sizes: dict[str, int] = {}
+    for path in places:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            sizes.setdefault(path.name, st.st_size)
+    return sizes
+
+
 def snapshot(inv: Inventory, src: Sources, *, threshold: float,
              provisioner: Transport | None = None) -> Snapshot:
     """Read every source once and place every node (the provisioner's logs through `provisioner`)."""
@@ -130,7 +160,8 @@ def snapshot(inv: Inventory, src: Sources, *, threshold: float,
     events = _events(src, provisioner or LocalTransport(), now, unread)
     rows, strangers = build_rows(inv, events, installed=_installed(inv, src, unread),
                                  cluster=_cluster(inv, src, unread), now=now, threshold=threshold,
-                                 ignition_age=_ignition_age(src.assets, time.time()))
+                                 ignition_age=_ignition_age(src.assets, time.time()),
+                                 sizes=_sizes(inv, src))
     return Snapshot(rows, strangers, unread, now)
 
 
