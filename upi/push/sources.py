@@ -182,13 +182,35 @@ def _http_tree(tree: Tree, out: Path, images: dict[str, dict[str, Any]]) -> list
     return found
 
 
+PEM_KEY = b"PRIVATE KEY-----"  # the end of `-----BEGIN [RSA |EC |OPENSSH |ENCRYPTED ]PRIVATE KEY-----`
+SCAN_CHUNK = 1 << 20
+
+
 def _private_key(tree: Tree, rel: str) -> bool:
+    """Whether the file holds a PEM private key anywhere: read whole, a chunk at a time.
+
+    A key appended after the first bytes is published all the same, so every
+    byte is looked at; memory stays one chunk (an RHCOS rootfs is ~1 GB). The
+    last bytes of each chunk are kept, so a marker split across two is found.
+    """
     dfd, name = tree.parent_of(rel)
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
     try:
-        return b"PRIVATE KEY-----" in os.pread(fd, 1 << 16, 0)
+        return contains(fd, PEM_KEY)
     finally:
         os.close(fd)
+
+
+def contains(fd: int, needle: bytes, chunk: int = SCAN_CHUNK) -> bool:
+    """Whether the open file `fd` holds `needle`, read from its start in `chunk`-byte pieces."""
+    keep = len(needle) - 1
+    carry, offset = b"", 0
+    while data := os.pread(fd, chunk, offset):
+        if needle in data or needle in carry + data[:keep]:
+            return True
+        carry = (carry + data)[-keep:] if len(data) < keep else data[-keep:]
+        offset += len(data)
+    return False
 
 
 def read_render_dir(inv: Inventory, out: Path) -> tuple[list[RenderedFile], list[tuple[str, LocalFile]]]:
