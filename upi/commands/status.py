@@ -11,7 +11,7 @@ from pathlib import Path
 from upi import console
 from upi.errors import UpiError
 from upi.inventory import Inventory, load_inventory
-from upi.remote import LocalTransport, Transport, open_transport
+from upi.remote import LocalTransport, Transport, is_local, open_host
 from upi.status.logs import Event, access_events, dnsmasq_events, read_tail
 from upi.status.stages import Cluster, build_rows
 from upi.status.view import Snapshot, StatusView, show, to_json
@@ -169,10 +169,11 @@ def sources(inv: Inventory, *, dnsmasq_log: Path | None, access_log: Path | None
             assets: Path | None, kubeconfig: Path | None, connect: str | None = None) -> Sources:
     """The inventory's log paths unless overridden on the command line (files here).
 
-    The inventory's are on the provisioner when it has an `ssh` section that is not `local`.
+    The inventory's are on the provisioner, reached as `upi push` reaches it
+    (remote.host_access): here only when its `ssh` section says `local: true`.
     """
     prov = inv.provisioner
-    remote = prov.ssh is not None and not prov.ssh.local
+    remote = not is_local(inv, "provisioner")
 
     def pick(given: Path | None, default: str | None) -> Log | None:
         if given is not None:
@@ -196,8 +197,7 @@ class Looker:
 
     def __init__(self, inv: Inventory, src: Sources, *, threshold: float = STUCK_AFTER) -> None:
         self.inv, self.src, self.threshold = inv, src, threshold
-        prov = inv.provisioner
-        self.provisioner = open_transport(inv, prov.ssh, str(prov.ip)) if prov.ssh else LocalTransport()
+        self.provisioner = open_host(inv, "provisioner")
 
     def look(self) -> Snapshot:
         """Read every source once and place every node."""

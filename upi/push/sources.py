@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from upi.errors import UpiError, UsageError
-from upi.inventory.model import Inventory, SshTarget
+from upi.inventory.model import Inventory
 from upi.push.model import Item, LocalFile, TargetName, TargetPlan
+from upi.remote import host_access
 from upi.render import MANIFEST, PUBLIC, RenderedFile
 from upi.safefs import Tree, kind_of, relpath, shown
 from upi.writer import manifest_images
@@ -26,13 +27,6 @@ DEFAULT_RELOAD: dict[TargetName, list[str]] = {
     "provisioner": ["systemctl", "restart", "dnsmasq"],
     "load_balancer": ["systemctl", "reload", "haproxy"],
 }
-
-
-def ssh_of(inv: Inventory, target: TargetName) -> tuple[SshTarget | None, str]:
-    """A target's `ssh` section and the address used when it names no host."""
-    if target == "provisioner":
-        return inv.provisioner.ssh, str(inv.provisioner.ip)
-    return inv.load_balancer.ssh, str(inv.load_balancer.ip)
 
 
 def _item(inv: Inventory, f: RenderedFile | None, path: str, local: LocalFile | None = None
@@ -77,8 +71,8 @@ def plans_for(inv: Inventory, files: list[RenderedFile], only: TargetName | None
             grouped.setdefault(entry[0], []).append(entry[1])
     plans = []
     for name, items in grouped.items():
-        ssh, _ = ssh_of(inv, name)
-        reload = list(ssh.reload_command) if ssh and ssh.reload_command else DEFAULT_RELOAD[name]
+        ssh, _ = host_access(inv, name)
+        reload = list(ssh.reload_command) if ssh.reload_command else DEFAULT_RELOAD[name]
         plans.append(TargetPlan(name, items, reload))
     return plans
 
