@@ -485,7 +485,8 @@ def test_a_body_shorter_than_the_pushed_file_is_no_fetch(runner, tmp_path: Path)
     w0 = _node(doc, "worker-0")
     assert w0["current"] == "rootfs" and not w0["stages"]["ignition"]["reached"]
     assert w0["causes"] == ["its ignition file was cut after 999 of 1000 bytes (HTTP 200): the node "
-                            "gave up or the link dropped mid-way; watch the node's console",
+                            "gave up or the link dropped mid-way (watch the node's console), or the "
+                            "server holds another copy than upi's (upi push)",
                             *CAUSES["ignition"]]
     assert _node(doc, "worker-1")["causes"][0].startswith(
         "the HTTP server refused the rootfs rhcos-4.16.3-x86_64-live-rootfs.x86_64.img (HTTP 403)")

@@ -261,7 +261,8 @@ def _apply_http(row: Row, ev: Event, http: Http) -> None:
         return  # a HEAD, a range, a redirect: nothing fetched, nothing refused
     elif ev.size is not None and ev.size < expected.get(name, 0):
         row.note(stage, f"{what} was cut after {ev.size} of {expected[name]} bytes (HTTP {status}): "
-                        "the node gave up or the link dropped mid-way; watch the node's console")
+                        "the node gave up or the link dropped mid-way (watch the node's console), "
+                        "or the server holds another copy than upi's (upi push)")
     else:
         keep_first(row.stages, stage, ev.time)
 
