@@ -29,11 +29,17 @@ ROOTFS = "/rhcos/rhcos-4.16.3-x86_64-live-rootfs.x86_64.img"
 
 
 def _logs(site: Site, tmp_path: Path, **ssh: object) -> tuple[Path, Path]:
-    """The site's inventory with its access log (worker-0 fetched its rootfs) and a dnsmasq log
-    that does not exist, and `ssh` as the provisioner's section (none when empty)."""
+    """The site's inventory with its access log and a dnsmasq log that does not exist, and `ssh`
+    as the provisioner's section (none when empty). The HTTP root holds a 100-byte worker.ign:
+    worker-0 fetched its rootfs and all of it, worker-1 its rootfs and 60 bytes of it."""
     access, missing = tmp_path / "access.log", tmp_path / "no-dnsmasq.log"
+    served = site.root / "var/www/html/ignition"
+    served.mkdir(parents=True)
+    (served / "worker.ign").write_bytes(b" " * 100)
     stamp = datetime.now().astimezone().strftime("%d/%b/%Y:%H:%M:%S %z")
-    access.write_text(f'10.33.3.44 - - [{stamp}] "GET {ROOTFS} HTTP/1.1" 200 4096\n')
+    access.write_text("".join(f'{ip} - - [{stamp}] "GET {path} HTTP/1.1" 200 {size}\n' for ip, path, size in (
+        ("10.33.3.44", ROOTFS, 4096), ("10.33.3.44", "/ignition/worker.ign", 100),
+        ("10.33.3.46", ROOTFS, 4096), ("10.33.3.46", "/ignition/worker.ign", 60))))
     doc = yaml.safe_load(site.inventory.read_text())
     doc["provisioner"].update(dnsmasq_log=str(missing), http_access_log=str(access))
     doc["provisioner"].pop("ssh", None)
@@ -109,7 +115,9 @@ def test_without_an_ssh_section_both_reach_the_provisioner_ip_over_ssh(
     assert hosts == {where}
     # status read the inventory's logs there too: the access log's fetch, the missing log by host.
     assert doc["unread"] == [f"{where}:{missing}: No such file"]
-    assert _reached(doc, "worker-0", "rootfs")
+    assert _reached(doc, "worker-0", "ignition")
+    # The size of the file the server holds comes from the same host: 60 of 100 bytes is no fetch.
+    assert _reached(doc, "worker-1", "rootfs") and not _reached(doc, "worker-1", "ignition")
 
 
 def test_local_true_is_this_machine_for_both(runner, tmp_path: Path, example_dir: Path, home: Path) -> None:
@@ -118,4 +126,5 @@ def test_local_true_is_this_machine_for_both(runner, tmp_path: Path, example_dir
     hosts, doc = _both(runner, site)
     assert hosts == {"local"}
     assert doc["unread"] == [f"{missing}: {os.strerror(2)}"]
-    assert _reached(doc, "worker-0", "rootfs")
+    assert _reached(doc, "worker-0", "ignition")
+    assert _reached(doc, "worker-1", "rootfs") and not _reached(doc, "worker-1", "ignition")

@@ -23,6 +23,7 @@ class Log:
 
     path: str
     on_provisioner: bool = False
+    from_inventory: bool = False  # the inventory's own log (not a copy named on the command line)
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,9 @@ class Sources:
     connect: str | None = None  # libvirt URI of every VM node (default: the inventory's hypervisors)
 
 
-def _events(src: Sources, provisioner: Transport, now: datetime, unread: list[str]) -> list[Event]:
+def _events(inv: Inventory, src: Sources, provisioner: Transport, now: datetime, unread: list[str],
+            sizes: dict[str, int]) -> list[Event]:
+    """Every log's events; with the inventory's access log, `sizes` gets the files as served."""
     events: list[Event] = []
     down: str | None = None  # the provisioner could not be reached: once per look is enough
     for log, parse in ((src.dnsmasq_log, lambda lines: dnsmasq_events(lines, now)),
@@ -51,6 +54,8 @@ def _events(src: Sources, provisioner: Transport, now: datetime, unread: list[st
             continue
         try:
             events += parse(read_tail(where, log.path).splitlines())
+            if log is src.access_log and log.from_inventory:
+                sizes.update(_served_sizes(inv, where))
         except OSError as exc:
             unread.append(f"{shown}: {exc.strerror or exc}")
         except UpiError as exc:  # the provisioner refused us, or did not answer
@@ -122,6 +127,36 @@ def _ignition_age(assets: Path | None, now: float) -> float | None:
     return now - max(times) if times else None
 
 
+def _served_sizes(inv: Inventory, where: Transport) -> dict[str, int]:
+    """The size of each file a node fetches as the HTTP server holds it (under `http_root`), by name.
+
+    One `stat` on the host whose access log was read; what it cannot tell
+    (a missing file, not a regular file, an old stat) stays unknown.
+    """
+    import stat
+
+    from upi.status.stages import http_files
+
+    root = inv.provisioner.http_root.rstrip("/")
+    paths = {f"{root}/ignition/{role}.ign" for role in sorted({n.role.value for n in inv.nodes})}
+    image = inv.rhcos.rootfs if inv.live_rootfs else inv.rhcos.image
+    if image and "://" not in image and http_files(inv):
+        paths.add(f"{root}/{image.lstrip('/')}")
+    try:
+        result = where.run(["stat", "-L", "-c", "%s %f %n", "--", *sorted(paths)])
+    except (UpiError, OSError):
+        return {}
+    sizes: dict[str, int] = {}
+    for line in result.stdout.splitlines():
+        size, mode, path = (line.split(" ", 2) + ["", ""])[:3]
+        try:
+            if path in paths and stat.S_ISREG(int(mode, 16)):
+                sizes[path.rsplit("/", 1)[-1]] = int(size)
+        except ValueError:
+            continue
+    return sizes
+
+
 def _sizes(inv: Inventory, src: Sources) -> dict[str, int]:
     """The size of each file a node fetches over HTTP, by name, where upi keeps a copy.
 
@@ -157,11 +192,14 @@ def snapshot(inv: Inventory, src: Sources, *, threshold: float,
     """Read every source once and place every node (the provisioner's logs through `provisioner`)."""
     now = datetime.now().astimezone()
     unread: list[str] = []
-    events = _events(src, provisioner or LocalTransport(), now, unread)
+    sizes: dict[str, int] = {}
+    events = _events(inv, src, provisioner or LocalTransport(), now, unread, sizes)
+    for name, size in _sizes(inv, src).items():
+        sizes.setdefault(name, size)  # what the server holds comes first
     rows, strangers = build_rows(inv, events, installed=_installed(inv, src, unread),
                                  cluster=_cluster(inv, src, unread), now=now, threshold=threshold,
                                  ignition_age=_ignition_age(src.assets, time.time()),
-                                 sizes=_sizes(inv, src))
+                                 sizes=sizes)
     return Snapshot(rows, strangers, unread, now)
 
 
@@ -178,7 +216,7 @@ def sources(inv: Inventory, *, dnsmasq_log: Path | None, access_log: Path | None
     def pick(given: Path | None, default: str | None) -> Log | None:
         if given is not None:
             return Log(str(given))
-        return Log(default, remote) if default else None
+        return Log(default, remote, from_inventory=True) if default else None
 
     return Sources(pick(dnsmasq_log, prov.dnsmasq_log), pick(access_log, prov.http_access_log),
                    out, assets, kubeconfig, connect)
