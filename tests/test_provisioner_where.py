@@ -122,9 +122,15 @@ def test_without_an_ssh_section_both_reach_the_provisioner_ip_over_ssh(
 
 def test_local_true_is_this_machine_for_both(runner, tmp_path: Path, example_dir: Path, home: Path) -> None:
     site = make_site(tmp_path / "site", example_dir, runner, None)
-    _, missing = _logs(site, tmp_path, local=True)
+    access, missing = _logs(site, tmp_path, local=True)
     hosts, doc = _both(runner, site)
     assert hosts == {"local"}
     assert doc["unread"] == [f"{missing}: {os.strerror(2)}"]
     assert _reached(doc, "worker-0", "ignition")
     assert _reached(doc, "worker-1", "rootfs") and not _reached(doc, "worker-1", "ignition")
+    # A copy of the log named on the command line: the server's files are still this machine's.
+    copy = tmp_path / "copy.log"
+    copy.write_bytes(access.read_bytes())
+    status = runner.invoke(app, ["status", str(site.inventory), "--access-log", str(copy), "--json"])
+    doc = json.loads(status.stdout)
+    assert _reached(doc, "worker-0", "ignition") and not _reached(doc, "worker-1", "ignition")

@@ -54,7 +54,9 @@ def _events(inv: Inventory, src: Sources, provisioner: Transport, now: datetime,
             continue
         try:
             events += parse(read_tail(where, log.path).splitlines())
-            if log is src.access_log and log.from_inventory:
+            # The server's files are asked of the host the log came from; a copy named on the
+            # command line asks no host, unless the provisioner is this machine.
+            if log is src.access_log and (log.from_inventory or is_local(inv, "provisioner")):
                 sizes.update(_served_sizes(inv, where))
         except OSError as exc:
             unread.append(f"{shown}: {exc.strerror or exc}")
