@@ -117,7 +117,7 @@ def _pull_secret() -> tuple[str, str, str]:
 
 
 def _forms(secret: str, user: str, password: str) -> dict[str, str]:
-    """Each way the pull secret can reach a line of the installer's output."""
+    """Each way the pull secret can reach the installer's output (a line, or lines)."""
     compact = json.dumps(json.loads(secret), separators=(",", ":"))
     return {
         "JSON-escaped": f'pullSecret: Invalid value: "{json.dumps(compact)[1:-1]}": bad',
@@ -127,6 +127,11 @@ def _forms(secret: str, user: str, password: str) -> dict[str, str]:
         "base64, compact": base64.b64encode(compact.encode()).decode(),
         "base64 inside a larger document": base64.b64encode(b'{"x":"' + secret.encode() + b'"}').decode(),
         "base64, URL-safe": base64.urlsafe_b64encode(b"ab" + secret.encode()).decode(),
+        # As `base64` prints it: lines of 76 characters, none holding the whole text.
+        "base64, wrapped": base64.encodebytes(secret.encode()).decode().rstrip("\n"),
+        "the auth value, wrapped in a larger base64": base64.encodebytes(
+            b"x" * 40 + json.dumps(json.loads(secret)["auths"]["registry.redhat.io"]).encode()
+        ).decode().rstrip("\n"),
         "user:password": f"authenticating as {user}:{password} failed",
         "the password alone": f"token {password} rejected",
         "the password JSON-escaped": f'"password":"{_go_json(password)}"',
@@ -136,13 +141,14 @@ def _forms(secret: str, user: str, password: str) -> dict[str, str]:
 @pytest.mark.parametrize("form", list(_forms(*_pull_secret())))
 def test_every_form_of_the_pull_secret_is_redacted(form: str) -> None:
     secret, user, password = _pull_secret()
-    line = _forms(secret, user, password)[form]
+    text = _forms(secret, user, password)[form]
     seen: list[str] = []
-    stream(["printf", "%s\n", line], on_line=seen.append, timeout=10, secrets=pull_secret_fragments(secret))
-    (shown,) = seen
+    stream(["printf", "%s\n", text], on_line=seen.append, timeout=10, secrets=pull_secret_fragments(secret))
+    assert len(seen) == len(text.splitlines())
+    shown = "\n".join(seen)
     assert "<redacted>" in shown, shown
-    decoded = []  # what the line's base64 runs decode to, at each alignment
-    for run in re.findall(r"[A-Za-z0-9+/_-]{12,}", shown):
+    decoded = []  # what the base64 runs decode to (each line's, and the lines' joined), at each alignment
+    for run in [*re.findall(r"[A-Za-z0-9+/_-]{12,}", shown), "".join(seen)]:
         for skip in range(4):
             chunk = run[skip:]
             chunk = chunk[:len(chunk) - len(chunk) % 4]
