@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -90,6 +93,70 @@ def test_secrets_are_redacted_before_anyone_sees_them() -> None:
     result = stream(["printf", "%s", printed], on_line=seen.append, timeout=10, secrets=fragments)
     assert seen == ['pullSecret: Invalid value: "<redacted>": bad', "auth: <redacted>"]
     assert list(result.tail) == seen
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _go_json(text: str) -> str:
+    """`text` inside a JSON string as Go's encoding/json writes it: <, > and & as \\u escapes."""
+    quoted = json.dumps(text)[1:-1]
+    return quoted.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _pull_secret() -> tuple[str, str, str]:
+    """A pull secret as the console hands it out (and its second registry's user and password)."""
+    user, password = "12345678|uhc-pool-3f0c", "eyJhbGciOiJSUzUxMiJ9.eyJzdWIiOiJh&b<c>d"
+    doc = {"auths": {
+        "cloud.openshift.com": {"auth": _b64("openshift-release-dev+ocm:TOKEN0123456789"),
+                                "email": "admin@example.com"},
+        "registry.redhat.io": {"auth": _b64(f"{user}:{password}"),
+                               "email": "admin@example.com"}}}
+    return json.dumps(doc, indent=2) + "\n", user, password
+
+
+def _forms(secret: str, user: str, password: str) -> dict[str, str]:
+    """Each way the pull secret can reach the installer's output (a line, or lines)."""
+    compact = json.dumps(json.loads(secret), separators=(",", ":"))
+    return {
+        "JSON-escaped": f'pullSecret: Invalid value: "{json.dumps(compact)[1:-1]}": bad',
+        "JSON-escaped twice": f'level=error msg="{json.dumps(json.dumps(compact)[1:-1])[1:-1]}"',
+        "Go json (HTML-safe escapes)": f'"pullSecret":"{_go_json(compact)}"',
+        "base64 of the file": f"data:;base64,{base64.b64encode(secret.encode()).decode()}",
+        "base64, compact": base64.b64encode(compact.encode()).decode(),
+        "base64 inside a larger document": base64.b64encode(b'{"x":"' + secret.encode() + b'"}').decode(),
+        "base64, URL-safe": base64.urlsafe_b64encode(b"ab" + secret.encode()).decode(),
+        # As `base64` prints it: lines of 76 characters, none holding the whole text.
+        "base64, wrapped": base64.encodebytes(secret.encode()).decode().rstrip("\n"),
+        "the auth value, wrapped in a larger base64": base64.encodebytes(
+            b"x" * 40 + json.dumps(json.loads(secret)["auths"]["registry.redhat.io"]).encode()
+        ).decode().rstrip("\n"),
+        "user:password": f"authenticating as {user}:{password} failed",
+        "the password alone": f"token {password} rejected",
+        "the password JSON-escaped": f'"password":"{_go_json(password)}"',
+    }
+
+
+@pytest.mark.parametrize("form", list(_forms(*_pull_secret())))
+def test_every_form_of_the_pull_secret_is_redacted(form: str) -> None:
+    secret, user, password = _pull_secret()
+    text = _forms(secret, user, password)[form]
+    seen: list[str] = []
+    stream(["printf", "%s\n", text], on_line=seen.append, timeout=10, secrets=pull_secret_fragments(secret))
+    assert len(seen) == len(text.splitlines())
+    shown = "\n".join(seen)
+    assert "<redacted>" in shown, shown
+    decoded = []  # what the base64 runs decode to (each line's, and the lines' joined), at each alignment
+    for run in [*re.findall(r"[A-Za-z0-9+/_-]{12,}", shown), "".join(seen)]:
+        for skip in range(4):
+            chunk = run[skip:]
+            chunk = chunk[:len(chunk) - len(chunk) % 4]
+            with contextlib.suppress(ValueError):
+                decoded.append(base64.b64decode(chunk.replace("-", "+").replace("_", "/")).decode("latin-1"))
+    for text in (shown, *decoded):
+        for part in (password[:12], password[-12:], "TOKEN0123456", "release-dev+ocm:"):
+            assert part not in text, (form, shown)
 
 
 def test_interrupt_stops_the_child(tmp_path: Path) -> None:

@@ -231,6 +231,13 @@ def _plant_http(out: Path, outside: Path, kind: str) -> str:
         (rhcos / "key.pem").write_bytes(b"junk\n" + SECRET)
         (rhcos / "key.pem").chmod(0o644)
         return "key.pem holds a PEM PRIVATE KEY"
+    if kind in ("pem-private-key-after-64k", "pem-private-key-across-chunks"):
+        # Past the first 64 KiB (once the only bytes scanned), or split by the scan's 1 MiB chunks.
+        # Its BEGIN line only (the END line holds the marker too, past the split).
+        key = SECRET.split(b"\n", 1)[0] + b"\nTOP-SECRET\n"
+        before = 100 << 10 if kind.endswith("64k") else (1 << 20) - key.index(b"KEY-----")
+        (rhcos / "disk.img").write_bytes(os.urandom(before).replace(b"-", b"_") + key + b"\0" * 4096)
+        return "disk.img holds a PEM PRIVATE KEY"
     if kind == "control-name":
         (rhcos / "a\nb.img").write_bytes(b"x")
         return "control characters"
@@ -245,8 +252,9 @@ def _plant_http(out: Path, outside: Path, kind: str) -> str:
 
 
 @pytest.mark.parametrize("kind", ["link-to-key", "link-to-public-file", "linked-dir", "fifo",
-                                  "private-mode", "group-only", "pem-private-key", "control-name",
-                                  "deep"])
+                                  "private-mode", "group-only", "pem-private-key",
+                                  "pem-private-key-after-64k", "pem-private-key-across-chunks",
+                                  "control-name", "deep"])
 def test_http_publishes_nothing_private_and_follows_no_link(local_site: Site, outside: Path,
                                                             kind: str) -> None:
     needle = _plant_http(local_site.out, outside, kind)

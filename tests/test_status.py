@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import socket
+import struct
 import time
 from datetime import datetime
 from pathlib import Path
@@ -64,55 +65,111 @@ def _node(doc, name: str):
 
 # --- the HTTP server's side: real nginx, clients at the nodes' addresses ------------------------
 
+ROOTFS_SIZE = 16 << 20  # large enough that a client closing early leaves most of it unsent
+LEGACY = str(inventory_path("legacy-4.3"))
+
+
+def _request(prov: str, port: int, source: str, method: str, path: str, *, headers: dict[str, str],
+             cut: bool = False) -> int:
+    """One request from `source`; `cut`: read the first bytes of the body, then reset the connection
+    (a node that gave up, a link that dropped). Retries while nginx is still starting."""
+    end = time.monotonic() + 10
+    while True:
+        sock = socket.socket()
+        try:
+            if cut:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.bind((source, 0))
+            sock.settimeout(5)
+            sock.connect((prov, port))
+            break
+        except OSError:
+            sock.close()
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.05)  # nginx still starting
+    conn = http.client.HTTPConnection(prov, port, timeout=5)
+    conn.sock = sock
+    try:
+        conn.request(method, path, headers=headers)
+        resp = conn.getresponse()
+        if cut:
+            resp.read(8192)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
+        else:
+            resp.read()
+        return resp.status
+    finally:
+        conn.close()
+
+
+def _wait_lines(work: Path, count: int) -> None:
+    """nginx logs a request after its response is sent: the client can be done first. Leaving the
+    lab stops nginx, so wait for the lines (seen lost under load: CI, 2026-11-25)."""
+    end = time.monotonic() + 10
+    while not all(len((work / f"{fmt}.log").read_text().splitlines()) >= count
+                  for fmt in ("combined", "common")) and time.monotonic() < end:
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def nginx_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """nginx serving an HTTP root on the provisioner's address; worker-0 fetches its ignition and
-    the rootfs, worker-1 an ignition that was never pushed (404), a stranger its own file."""
+    """nginx serving an HTTP root on the provisioner's address, asked what real nodes ask.
+
+    dgxpod (4.16, live PXE: the initramfs fetches the rootfs, then coreos-installer the
+    ignition): worker-0 fetches both; worker-1 its rootfs, then an ignition never pushed
+    (404); master-0 sends a HEAD for the rootfs, then a GET it abandons after 8 KiB;
+    master-1 a range of it (206); a stranger an ignition file. Then legacy-4.3 (the
+    metal image; the legacy installer sends a HEAD for the image, GETs the ignition, then
+    the image), in legacy.log: worker-0 does all three; worker-1's HEAD finds no image
+    (404); master-0 gets its ignition and abandons the image.
+    """
     require_root("a network namespace with the nodes' addresses")
     inv = load_inventory(inventory_path("dgxpod"))
+    legacy = load_inventory(LEGACY, check_files=False)
     work = tmp_path_factory.mktemp("status-nginx")
     root = work / "root"
     (root / "ignition").mkdir(parents=True)
     (root / "rhcos").mkdir()
     (root / "ignition/worker.ign").write_text('{"ignition": {"version": "3.2.0"}}')
-    assert inv.rhcos.rootfs is not None
-    (root / inv.rhcos.rootfs).write_bytes(os.urandom(4096))
+    (root / "ignition/master.ign").write_text('{"ignition": {"version": "2.2.0"}}')
+    assert inv.rhcos.rootfs is not None and legacy.rhcos.image is not None
+    (root / inv.rhcos.rootfs).write_bytes(os.urandom(ROOTFS_SIZE))
+    (root / legacy.rhcos.image).write_bytes(os.urandom(ROOTFS_SIZE))
     prov, port = str(inv.provisioner.ip), 8080
     prefix = inv.network.machine_cidr.prefixlen
     conf = realnginx.write_conf(work, root, host=prov, port=port, http=ACCESS_LOGS.format(tmp=work))
+    rootfs, image = f"/{inv.rhcos.rootfs}", f"/{legacy.rhcos.image}"
     with Lab(work / "lab", inv.provisioner.interface, f"{prov}/{prefix}") as lab:
-        for ip in ("10.33.3.44", "10.33.3.46", STRANGER_IP):
+        for ip in ("10.33.3.44", "10.33.3.46", "10.33.3.50", "10.33.3.51", STRANGER_IP):
             lab.ip("addr", "add", f"{ip}/{prefix}", "dev", lab.bridge)
         lab.spawn(realnginx.argv(conf), work / "nginx.out")
 
-        def get(source: str, path: str) -> int:
-            end = time.monotonic() + 10
-            while True:
-                conn = http.client.HTTPConnection(prov, port, timeout=5, source_address=(source, 0))
-                try:
-                    conn.request("GET", path)
-                    resp = conn.getresponse()
-                    resp.read()
-                    return resp.status
-                except OSError:
-                    if time.monotonic() > end:
-                        raise
-                    time.sleep(0.05)  # nginx still starting
-                finally:
-                    conn.close()
+        def ask(source: str, method: str, path: str, cut: bool = False, **headers: str) -> int:
+            return _request(prov, port, source, method, path, headers=headers, cut=cut)
 
-        def fetch() -> list[int]:
-            return [get("10.33.3.44", "/ignition/worker.ign"), get("10.33.3.44", f"/{inv.rhcos.rootfs}"),
-                    get("10.33.3.46", "/ignition/missing.ign?x=1"),
-                    get(STRANGER_IP, "/ignition/worker.ign")]
+        def live() -> list[int]:
+            return [ask("10.33.3.44", "GET", rootfs), ask("10.33.3.44", "GET", "/ignition/worker.ign"),
+                    ask("10.33.3.46", "GET", rootfs), ask("10.33.3.46", "GET", "/ignition/missing.ign?x=1"),
+                    ask("10.33.3.50", "HEAD", rootfs), ask("10.33.3.50", "GET", rootfs, cut=True),
+                    ask("10.33.3.51", "GET", rootfs, Range="bytes=0-99"),
+                    ask(STRANGER_IP, "GET", "/ignition/worker.ign")]
 
-        assert lab.inside(fetch) == [200, 200, 404, 200]
-        # nginx logs a request after its response is sent: the client can be done first. Leaving
-        # the lab stops nginx, so wait for the four lines (seen lost under load: CI, 2026-11-25).
-        end = time.monotonic() + 10
-        while not all(len((work / f"{fmt}.log").read_text().splitlines()) >= 4
-                      for fmt in ("combined", "common")) and time.monotonic() < end:
-            time.sleep(0.05)
+        def old() -> list[int]:
+            return [ask("10.33.3.44", "HEAD", image), ask("10.33.3.44", "GET", "/ignition/worker.ign"),
+                    ask("10.33.3.44", "GET", image),
+                    ask("10.33.3.46", "HEAD", "/gone/" + image.rsplit("/", 1)[1]),  # its name, not there
+                    ask("10.33.3.50", "GET", "/ignition/master.ign"),
+                    ask("10.33.3.50", "GET", image, cut=True)]
+
+        assert lab.inside(live) == [200, 200, 200, 404, 200, 200, 206, 200]
+        _wait_lines(work, 8)
+        assert lab.inside(old) == [200, 200, 200, 404, 200, 200]
+        _wait_lines(work, 14)
+    for fmt in ("combined", "common"):  # each run's lines in a log of its own
+        lines = (work / f"{fmt}.log").read_text().splitlines(keepends=True)
+        (work / f"{fmt}.log").write_text("".join(lines[:8]))
+        (work / f"legacy-{fmt}.log").write_text("".join(lines[8:]))
     return work
 
 
@@ -120,30 +177,64 @@ def test_access_log_parser_reads_what_nginx_wrote_in_both_formats(nginx_logs: Pa
     combined = list(access_events((nginx_logs / "combined.log").read_text().splitlines()))
     common = list(access_events((nginx_logs / "common.log").read_text().splitlines()))
     assert combined == common
-    assert [(e.ip, e.path, e.status) for e in combined] == [
-        ("10.33.3.44", "/ignition/worker.ign", 200),
-        ("10.33.3.44", "/rhcos/rhcos-4.16.3-x86_64-live-rootfs.x86_64.img", 200),
-        ("10.33.3.46", "/ignition/missing.ign", 404),  # the query string is not part of the path
-        (STRANGER_IP, "/ignition/worker.ign", 200),
+    rootfs = "/rhcos/rhcos-4.16.3-x86_64-live-rootfs.x86_64.img"
+    got = [(e.ip, e.method, e.path, e.status, e.size) for e in combined]
+    ign = len('{"ignition": {"version": "3.2.0"}}')
+    assert got[:5] == [
+        ("10.33.3.44", "GET", rootfs, 200, ROOTFS_SIZE),
+        ("10.33.3.44", "GET", "/ignition/worker.ign", 200, ign),
+        ("10.33.3.46", "GET", rootfs, 200, ROOTFS_SIZE),
+        ("10.33.3.46", "GET", "/ignition/missing.ign", 404, got[3][4]),  # no query string in the path
+        ("10.33.3.50", "HEAD", rootfs, 200, 0),  # headers only: no body
     ]
+    # The abandoned GET: nginx logs 200, and the bytes it sent before the reset.
+    assert got[5][:4] == ("10.33.3.50", "GET", rootfs, 200) and 0 < got[5][4] < ROOTFS_SIZE
+    assert got[6] == ("10.33.3.51", "GET", rootfs, 206, 100)
+    assert got[7] == (STRANGER_IP, "GET", "/ignition/worker.ign", 200, ign)
     assert all(abs((e.time - datetime.now().astimezone()).total_seconds()) < 600 for e in combined)
 
 
-def test_status_places_nodes_by_their_http_fetches(runner, nginx_logs: Path) -> None:
+def test_status_places_nodes_in_the_order_a_live_pxe_node_fetches(runner, nginx_logs: Path) -> None:
     result, doc = _status(runner, "--dnsmasq-log", os.devnull, "--access-log",
                           str(nginx_logs / "combined.log"), "--stuck-after", "0", "--json")
     assert result.exit_code == 1, result.output  # nodes are stuck
     w0, w1 = _node(doc, "worker-0"), _node(doc, "worker-1")
     assert w0["stages"]["ignition"]["reached"] and w0["stages"]["rootfs"]["reached"]
-    assert w0["current"] == "rootfs"
+    assert w0["current"] == "ignition"  # the rootfs comes first, then the ignition
     assert w0["causes"] == list(CAUSES["installed"])
-    assert not w1["stages"]["ignition"]["reached"]
-    assert IGNITION_404 in w1["causes"]
+    # Its rootfs, then a 404 on its ignition: stuck at rootfs for the ignition's causes.
+    assert w1["stages"]["rootfs"]["reached"] and not w1["stages"]["ignition"]["reached"]
+    assert w1["current"] == "rootfs"
+    assert w1["causes"] == [IGNITION_404, *CAUSES["ignition"]]
+    m0, m1 = _node(doc, "master-0"), _node(doc, "master-1")
+    # A HEAD, an abandoned GET and a range fetch no rootfs.
+    assert not m0["stages"]["rootfs"]["reached"] and not m1["stages"]["rootfs"]["reached"]
+    (cut,) = [c for c in m0["causes"] if "was cut after" in c]
+    assert cut.startswith("the rootfs rhcos-4.16.3-x86_64-live-rootfs.x86_64.img was cut after ")
+    assert cut.split(" of ")[1].startswith(f"{ROOTFS_SIZE} bytes (HTTP 200)")
+    assert m1["causes"] == list(CAUSES["dhcp"])  # no dnsmasq log here: nothing else is known
     (unknown,) = doc["unknown"]
     assert (unknown["kind"], unknown["value"], unknown["seen"]) == ("ip", STRANGER_IP,
                                                                    "HTTP /ignition/worker.ign 200")
-    assert _node(doc, "master-0")["stages"]["rootfs"] == {"reached": False, "time": None}
+    assert _node(doc, "bootstrap")["stages"]["rootfs"] == {"reached": False, "time": None}
     assert _node(doc, "master-0")["stages"]["gpu"] is None  # not a GPU node
+    assert _node(doc, "master-0")["stages"]["image"] is None  # 4.16 has no metal image
+
+
+def test_status_places_legacy_nodes_ignition_first_then_the_image(runner, nginx_logs: Path) -> None:
+    result = runner.invoke(app, ["status", LEGACY, "--dnsmasq-log", os.devnull, "--access-log",
+                                 str(nginx_logs / "legacy-common.log"), "--stuck-after", "0", "--json"])
+    doc = json.loads(result.stdout)
+    w0, w1, m0 = _node(doc, "worker-0"), _node(doc, "worker-1"), _node(doc, "master-0")
+    assert w0["stages"]["rootfs"] is None
+    assert w0["stages"]["ignition"]["reached"] and w0["stages"]["image"]["reached"]
+    assert w0["current"] == "metal image" and w0["causes"] == list(CAUSES["installed"])
+    # The legacy installer's HEAD for its image found nothing: it never got further.
+    assert w1["current"] == "waiting"
+    assert w1["causes"][0] == ("the metal image rhcos-4.3.8-x86_64-metal.x86_64.raw.gz was not "
+                               "found on the HTTP server (HTTP 404): run upi images, then upi push")
+    assert m0["current"] == "ignition" and not m0["stages"]["image"]["reached"]
+    assert "was cut after" in m0["causes"][0] and m0["causes"][1:] == list(CAUSES["image"])
 
 
 def test_status_table_shows_times_and_the_stuck_nodes_causes(runner, nginx_logs: Path) -> None:
@@ -152,7 +243,8 @@ def test_status_table_shows_times_and_the_stuck_nodes_causes(runner, nginx_logs:
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert lines[1].split()[:4] == ["NODE", "ROLE", "DHCP", "PXE"]
-    assert "worker-1: stuck at waiting" in result.stdout
+    assert "metal image" not in lines[1]  # no node of a 4.16 cluster fetches one
+    assert "worker-1: stuck at rootfs" in result.stdout
     assert "upi push" in result.stdout
     assert f"not in the inventory: IP {STRANGER_IP}" in result.stdout
 
@@ -181,14 +273,14 @@ def test_status_reads_the_provisioners_logs_over_ssh(runner, nginx_logs: Path, s
     result = runner.invoke(app, ["status", str(inv), "--stuck-after", "0", "--json"])
     doc = json.loads(result.stdout)
     w0 = _node(doc, "worker-0")
-    assert w0["stages"]["ignition"]["reached"] and w0["current"] == "rootfs"
+    assert w0["stages"]["ignition"]["reached"] and w0["current"] == "ignition"
     assert IGNITION_404 in _node(doc, "worker-1")["causes"]
     # The missing log is a note naming the host and the file, not a traceback.
     assert doc["unread"] == [f"root@127.0.0.1:{sshd.port}:{missing}: No such file"]
     # --access-log names a file here: the provisioner is not asked.
     result = runner.invoke(app, ["status", str(inv), "--dnsmasq-log", os.devnull,
                                  "--access-log", str(nginx_logs / "common.log"), "--json"])
-    assert _node(json.loads(result.stdout), "worker-0")["current"] == "rootfs"
+    assert _node(json.loads(result.stdout), "worker-0")["current"] == "ignition"
 
 
 def test_an_unknown_provisioner_host_key_is_a_note_and_nothing_is_read(
@@ -367,3 +459,59 @@ def test_status_never_prompts_for_an_ssh_hypervisor(example_dir: Path, sshd: Ssh
     doc = json.loads(told.text()[told.text().index("{"):])
     (note,) = doc["unread"]
     assert note.startswith(f"libvirt: {uri}: cannot connect") and "Host key verification failed" in note
+
+
+# --- which requests are fetches, and whose causes a stuck node shows ------------------------------
+
+def _clf() -> str:
+    return datetime.now().astimezone().strftime("%d/%b/%Y:%H:%M:%S %z")
+
+
+def test_a_body_shorter_than_the_pushed_file_is_no_fetch(runner, tmp_path: Path) -> None:
+    """The render dir's copy gives the size: a GET of worker.ign that sent fewer bytes was cut."""
+    out = tmp_path / "out"
+    (out / "http/ignition").mkdir(parents=True)
+    (out / "http/ignition/worker.ign").write_text("x" * 1000)
+    rootfs = "/rhcos/rhcos-4.16.3-x86_64-live-rootfs.x86_64.img"
+    access = tmp_path / "access.log"
+    access.write_text(
+        f'10.33.3.44 - - [{_clf()}] "GET {rootfs} HTTP/1.1" 200 4096\n'
+        f'10.33.3.44 - - [{_clf()}] "GET /ignition/worker.ign HTTP/1.1" 200 999\n'
+        f'10.33.3.46 - - [{_clf()}] "GET {rootfs} HTTP/1.1" 403 153\n'
+        f'10.33.3.50 - - [{_clf()}] "GET {rootfs} HTTP/1.1" 200 4096\n'
+        f'10.33.3.50 - - [{_clf()}] "GET /ignition/master.ign HTTP/1.1" 200 1000\n')
+    args = ["--dnsmasq-log", os.devnull, "--access-log", str(access), "--stuck-after", "0", "--json"]
+    _, doc = _status(runner, "-o", str(out), *args)
+    w0 = _node(doc, "worker-0")
+    assert w0["current"] == "rootfs" and not w0["stages"]["ignition"]["reached"]
+    assert w0["causes"] == ["its ignition file was cut after 999 of 1000 bytes (HTTP 200): the node "
+                            "gave up or the link dropped mid-way (watch the node's console), or the "
+                            "server holds another copy than upi's (upi push)",
+                            *CAUSES["ignition"]]
+    assert _node(doc, "worker-1")["causes"][0].startswith(
+        "the HTTP server refused the rootfs rhcos-4.16.3-x86_64-live-rootfs.x86_64.img (HTTP 403)")
+    assert _node(doc, "master-0")["current"] == "ignition"  # no copy of master.ign: size unknown
+    _, doc = _status(runner, *args)  # no render dir: worker.ign's size is not known either
+    assert _node(doc, "worker-0")["current"] == "ignition"
+
+
+def test_causes_are_those_of_the_stage_the_node_lacks(runner, tmp_path: Path) -> None:
+    """A missing kernel is a cause for a node stuck before its kernel, not for one past it."""
+    stamp = datetime.now().astimezone().strftime("%b %e %H:%M:%S")
+    dnsmasq = tmp_path / "dnsmasq.log"
+    lines, kernel = [], "/var/lib/tftpboot/rhcos/rhcos-4.16.3-x86_64-live-kernel-x86_64"
+    for ip, mac in (("10.33.3.44", "b8:ce:f6:10:33:44"), ("10.33.3.46", "b8:ce:f6:10:33:46")):
+        grub = f"/var/lib/tftpboot/grub.cfg-01-{mac.replace(':', '-')}"
+        lines += [f"{stamp} dnsmasq-dhcp[1]: 1 DHCPACK(br0) {ip} {mac} x",
+                  f"{stamp} dnsmasq-tftp[1]: sent {grub} to {ip}",
+                  f"{stamp} dnsmasq-tftp[1]: file {kernel} not found for {ip}"]
+    dnsmasq.write_text("\n".join(lines) + "\n")
+    access = tmp_path / "access.log"
+    access.write_text(f'10.33.3.44 - - [{_clf()}] "GET /rhcos/rhcos-4.16.3-x86_64-live-rootfs.x86_64.img '
+                      'HTTP/1.1" 200 4096\n')  # worker-0 got further (its kernel came from elsewhere)
+    _, doc = _status(runner, "--dnsmasq-log", str(dnsmasq), "--access-log", str(access),
+                     "--stuck-after", "0", "--json")
+    missing = f"TFTP: {kernel} not found"
+    w0, w1 = _node(doc, "worker-0"), _node(doc, "worker-1")
+    assert w1["current"] == "PXE file" and w1["causes"] == [missing, *CAUSES["kernel"]]
+    assert w0["current"] == "rootfs" and w0["causes"] == list(CAUSES["ignition"])

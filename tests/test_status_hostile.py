@@ -26,6 +26,7 @@ from upi.status.cluster import cluster_from
 
 INVENTORY = str(inventory_path("dgxpod"))
 W0_MAC, W0_IP = "b8:ce:f6:10:33:44", "10.33.3.44"
+W1_MAC, W1_IP = "b8:ce:f6:10:33:46", "10.33.3.46"
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +59,9 @@ def test_garbage_binary_and_huge_lines_are_skipped_and_the_good_ones_still_read(
         fh.write(b"Feb 31 25:61:61 dnsmasq-dhcp[1]: 1 DHCPACK(br0) 10.33.3.46 b8:ce:f6:10:33:46 worker-1\n")
         fh.write(f"{_stamp()} dnsmasq-dhcp[1]: 1 DHCPACK(br0) {W0_IP} {W0_MAC} worker-0 \xff\xfe\n"
                  .encode("latin-1"))
-        fh.write(f"{_stamp()} dnsmasq-tftp[1]: file /srv/\x1b[2Jpxelinux.0 not found for {W0_IP}\n".encode())
+        fh.write(f"{_stamp()} dnsmasq-dhcp[1]: 2 DHCPACK(br0) {W1_IP} {W1_MAC} worker-1\n".encode())
+        # Its boot loader missing: worker-1 is stuck before its PXE file, with this note.
+        fh.write(f"{_stamp()} dnsmasq-tftp[1]: file /srv/\x1b[2Jpxelinux.0 not found for {W1_IP}\n".encode())
     access = tmp_path / "access.log"
     access.write_text(
         f'\x1b[31m - - [{_clf()}] "GET /x HTTP/1.1" 200 1\n'          # an escape where the host goes
@@ -69,6 +72,7 @@ def test_garbage_binary_and_huge_lines_are_skipped_and_the_good_ones_still_read(
                      "--stuck-after", "0")
     assert result.exit_code == 1, result.output  # worker-0 is stuck past its ignition
     assert "worker-0: stuck at ignition" in result.stdout
+    assert "worker-1: stuck at DHCP" in result.stdout
     assert "\x1b" not in result.stdout and "TFTP: /srv/\\x1b[2Jpxelinux.0 not found" in result.stdout
     assert "not in the inventory" not in result.stdout  # neither the escape nor worker-1's bad date
     doc = json.loads(_status(runner, "--dnsmasq-log", str(dnsmasq), "--access-log", str(access),

@@ -31,12 +31,12 @@ NODE, MAC, IP = "master-0", "52:54:00:21:03:50", "10.33.3.50"
 
 @pytest.fixture
 def site(runner, tmp_path: Path, example_dir: Path) -> tuple[Path, Path, Path]:
-    """dgxpod whose dnsmasq log is a file here (no provisioner.ssh: read locally); its assets."""
+    """dgxpod whose dnsmasq log is a file here (`ssh: {local: true}`: read here); its assets."""
     log = tmp_path / "dnsmasq-upi.log"
     log.write_text("")
     inv = example_dir / "dgxpod.yaml"
     doc = yaml.safe_load(inv.read_text())
-    doc["provisioner"]["dnsmasq_log"] = str(log)
+    doc["provisioner"].update(dnsmasq_log=str(log), ssh={"local": True})
     inv.write_text(yaml.safe_dump(doc))
     return inv, make_assets(runner, inv, tmp_path), log
 

@@ -7,6 +7,7 @@ through the same `Installer.run`, and reads the same exit-code table.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -109,20 +110,30 @@ def pull_secret_fragments(pull_secret: str) -> tuple[str, ...]:
     """Every form in which the pull secret could show up in a line of output.
 
     The whole document (as written, compact, and escaped the way Go's %q and
-    JSON quote it: the installer's validation errors print it that way) and
-    each credential inside it on its own.
+    JSON quote it: the installer's validation errors print it that way, once
+    or twice), base64-encoded (an ignition file or a Secret carries it so),
+    and each credential inside it on its own: the `auth` values, what they
+    decode to (`user:password`) and the password alone.
     """
     raw = pull_secret.strip()
-    forms = {raw, json.dumps(raw)[1:-1]}
+    texts = {raw, pull_secret}
     try:
         doc = json.loads(pull_secret)
     except ValueError:
-        return tuple(forms)
-    compact = json.dumps(doc, separators=(",", ":"))
-    once = json.dumps(compact)[1:-1]
-    # Quoted once by field.Invalid, and once more by logrus when stderr is not a terminal.
-    forms |= {compact, once, json.dumps(once)[1:-1]}
-    forms |= set(_strings(doc.get("auths") if isinstance(doc, dict) else None))
+        doc = None
+    creds: set[str] = set()
+    if doc is not None:
+        compact = json.dumps(doc, separators=(",", ":"))
+        texts.add(compact)
+        creds = set(_strings(doc.get("auths") if isinstance(doc, dict) else None))
+        creds |= {part for value in list(creds) for part in _decoded_auth(value)}
+    forms: set[str] = set()
+    for text in texts | creds:
+        once = _go_quoted(text)
+        # Quoted once by field.Invalid, and once more by logrus when stderr is not a terminal.
+        forms |= {text, once, _go_quoted(once)}
+    for text in texts | creds:
+        forms |= set(base64_cores(text.encode()))
     return tuple(sorted((f for f in forms if f), key=len, reverse=True))
 
 
@@ -132,6 +143,38 @@ def _strings(node: Any) -> list[str]:
     if isinstance(node, list):
         return [s for value in node for s in _strings(value)]
     return [node] if isinstance(node, str) else []
+
+
+def _go_quoted(text: str) -> str:
+    """`text` inside a JSON string as Go's encoding/json writes it (<, > and & escaped too)."""
+    quoted = json.dumps(text)[1:-1]
+    return quoted.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _decoded_auth(value: str) -> tuple[str, ...]:
+    """An `auth` value is base64 of `user:password`: that, and the password alone."""
+    try:
+        text = base64.b64decode(value, validate=True).decode()
+    except ValueError:  # not base64, or not UTF-8 (binascii.Error is a ValueError)
+        return ()
+    user, sep, password = text.partition(":")
+    return (text, password) if sep else (text,)
+
+
+def base64_cores(data: bytes) -> tuple[str, ...]:
+    """The base64 characters that stand for `data` alone, wherever it starts in an encoded stream.
+
+    Encoded from an offset of 0, 1 or 2 bytes (mod 3) the same bytes give
+    three different texts; the characters that mix in a neighbour's bits
+    are dropped from each. Standard and URL-safe alphabets.
+    """
+    out = []
+    for pad in range(3):
+        text = base64.b64encode(b"\0" * pad + data).decode()
+        start, end = -(-8 * pad // 6), 8 * (pad + len(data)) // 6
+        core = text[start:end]
+        out += [core, core.replace("+", "-").replace("/", "_")]
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
+import re
 import shlex
 import subprocess
 import threading
@@ -76,12 +78,50 @@ class Streamed:
 REDACTED = "<redacted>"
 
 
+# A base64 secret can reach a line cut into pieces: `base64` wraps its output at 76 characters,
+# so no line holds the whole text. Any run of this many characters of one is hidden too.
+PIECE = 24
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]+")
+
+
 def redact(line: str, secrets: Sequence[str]) -> str:
-    """`line` with every secret in `secrets` replaced (fragments under 8 characters are ignored)."""
+    """`line` with every secret in `secrets` replaced (fragments under 8 characters are ignored).
+
+    A secret written in base64's alphabet is also hidden where only a piece
+    of it (PIECE characters or more) is in the line, as in wrapped output.
+    """
     for secret in secrets:
         if len(secret) >= 8 and secret in line:
             line = line.replace(secret, REDACTED)
+    pieces = _pieces(tuple(secrets))
+    if pieces and len(line) >= PIECE:
+        line = _BASE64.sub(lambda m: _hide_pieces(m.group(), pieces), line)
     return line
+
+
+@functools.lru_cache(maxsize=4)
+def _pieces(secrets: tuple[str, ...]) -> frozenset[str]:
+    """Every PIECE-character piece of the secrets that are all base64 characters."""
+    return frozenset(s[i:i + PIECE] for s in secrets if len(s) >= PIECE and _BASE64.fullmatch(s)
+                     for i in range(len(s) - PIECE + 1))
+
+
+def _hide_pieces(run: str, pieces: frozenset[str]) -> str:
+    """`run` with every stretch covered by pieces of a secret replaced."""
+    hidden = [False] * len(run)
+    for i in range(len(run) - PIECE + 1):
+        if run[i:i + PIECE] in pieces:
+            hidden[i:i + PIECE] = [True] * PIECE
+    if not any(hidden):
+        return run
+    out, i = [], 0
+    while i < len(run):
+        j = i
+        while j < len(run) and hidden[j] == hidden[i]:
+            j += 1
+        out.append(REDACTED if hidden[i] else run[i:j])
+        i = j
+    return "".join(out)
 
 
 def stream(

@@ -58,17 +58,19 @@ def status(
     """Which node is where in the install, and which one is stuck.
 
     One row per node, the time it reached each stage: DHCP lease and PXE
-    file, kernel and initramfs (dnsmasq's log), ignition and rootfs (the
+    file, kernel and initramfs (dnsmasq's log), the rootfs then the
+    ignition (4.6+) or the ignition then the metal image (whole GETs in the
     HTTP access log), installed (upi's record in the render directory, or
     libvirt: a VM powered off after its install, or booting from disk),
     client and serving CSR, Node Ready, GPUs verified (the API). Then the
     current stage and how long the node has been there; for a node stuck
     longer than --stuck-after, the likely causes. A MAC or IP in the logs
     that no node has is reported. The inventory's logs are read on the
-    provisioner over SSH when it has an ssh section (as upi push reaches
-    it), on this machine otherwise; --dnsmasq-log and --access-log are
-    files here. Nothing prompts: an ssh hypervisor that would ask for a
-    host key or a password is a warning. Exit 0, or 1 when a node is stuck;
+    provisioner, reached as upi push reaches it: over SSH (to
+    provisioner.ip without an ssh section), on this machine only with
+    ssh: {local: true}; --dnsmasq-log and --access-log are files here.
+    Nothing prompts: an ssh hypervisor that would ask for a host key or a
+    password is a warning. Exit 0, or 1 when a node is stuck;
     2 for bad input.
     """
     from upi.commands.status import status_command

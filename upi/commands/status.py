@@ -11,7 +11,7 @@ from pathlib import Path
 from upi import console
 from upi.errors import UpiError
 from upi.inventory import Inventory, load_inventory
-from upi.remote import LocalTransport, Transport, open_transport
+from upi.remote import LocalTransport, Transport, is_local, open_host
 from upi.status.logs import Event, access_events, dnsmasq_events, read_tail
 from upi.status.stages import Cluster, build_rows
 from upi.status.view import Snapshot, StatusView, show, to_json
@@ -23,6 +23,7 @@ class Log:
 
     path: str
     on_provisioner: bool = False
+    from_inventory: bool = False  # the inventory's own log (not a copy named on the command line)
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,9 @@ class Sources:
     connect: str | None = None  # libvirt URI of every VM node (default: the inventory's hypervisors)
 
 
-def _events(src: Sources, provisioner: Transport, now: datetime, unread: list[str]) -> list[Event]:
+def _events(inv: Inventory, src: Sources, provisioner: Transport, now: datetime, unread: list[str],
+            sizes: dict[str, int]) -> list[Event]:
+    """Every log's events; with the inventory's access log, `sizes` gets the files as served."""
     events: list[Event] = []
     down: str | None = None  # the provisioner could not be reached: once per look is enough
     for log, parse in ((src.dnsmasq_log, lambda lines: dnsmasq_events(lines, now)),
@@ -51,6 +54,10 @@ def _events(src: Sources, provisioner: Transport, now: datetime, unread: list[st
             continue
         try:
             events += parse(read_tail(where, log.path).splitlines())
+            # The server's files are asked of the host the log came from; a copy named on the
+            # command line asks no host, unless the provisioner is this machine.
+            if log is src.access_log and (log.from_inventory or is_local(inv, "provisioner")):
+                sizes.update(_served_sizes(inv, where))
         except OSError as exc:
             unread.append(f"{shown}: {exc.strerror or exc}")
         except UpiError as exc:  # the provisioner refused us, or did not answer
@@ -122,15 +129,79 @@ def _ignition_age(assets: Path | None, now: float) -> float | None:
     return now - max(times) if times else None
 
 
+def _served_sizes(inv: Inventory, where: Transport) -> dict[str, int]:
+    """The size of each file a node fetches as the HTTP server holds it (under `http_root`), by name.
+
+    One `stat` on the host whose access log was read; what it cannot tell
+    (a missing file, not a regular file, an old stat) stays unknown.
+    """
+    import stat
+
+    from upi.status.stages import http_files
+
+    root = inv.provisioner.http_root.rstrip("/")
+    paths = {f"{root}/ignition/{role}.ign" for role in sorted({n.role.value for n in inv.nodes})}
+    image = inv.rhcos.rootfs if inv.live_rootfs else inv.rhcos.image
+    if image and "://" not in image and http_files(inv):
+        paths.add(f"{root}/{image.lstrip('/')}")
+    try:
+        result = where.run(["stat", "-L", "-c", "%s %f %n", "--", *sorted(paths)])
+    except (UpiError, OSError):
+        return {}
+    sizes: dict[str, int] = {}
+    for line in result.stdout.splitlines():
+        size, mode, path = (line.split(" ", 2) + ["", ""])[:3]
+        try:
+            if path in paths and stat.S_ISREG(int(mode, 16)):
+                sizes[path.rsplit("/", 1)[-1]] = int(size)
+        except ValueError:
+            continue
+    return sizes
+
+
+def _sizes(inv: Inventory, src: Sources) -> dict[str, int]:
+    """The size of each file a node fetches over HTTP, by name, where upi keeps a copy.
+
+    The render dir's `http/` is what `upi push` published (the ignition files,
+    the RHCOS image `upi images` staged); the assets' ignition files come
+    next. Only regular files count (a FIFO planted there is never opened).
+    """
+    import stat
+
+    from upi.status.stages import http_files
+
+    places: list[Path] = []
+    if src.out is not None:
+        places += sorted((src.out / "http" / "ignition").glob("*.ign"))
+        image = inv.rhcos.rootfs if inv.live_rootfs else inv.rhcos.image
+        if image and "://" not in image and http_files(inv):
+            places.append(src.out / "http" / image.lstrip("/"))
+    if src.assets is not None:
+        places += sorted(src.assets.glob("*.ign"))
+    sizes: dict[str, int] = {}
+    for path in places:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            sizes.setdefault(path.name, st.st_size)
+    return sizes
+
+
 def snapshot(inv: Inventory, src: Sources, *, threshold: float,
              provisioner: Transport | None = None) -> Snapshot:
     """Read every source once and place every node (the provisioner's logs through `provisioner`)."""
     now = datetime.now().astimezone()
     unread: list[str] = []
-    events = _events(src, provisioner or LocalTransport(), now, unread)
+    sizes: dict[str, int] = {}
+    events = _events(inv, src, provisioner or LocalTransport(), now, unread, sizes)
+    for name, size in _sizes(inv, src).items():
+        sizes.setdefault(name, size)  # what the server holds comes first
     rows, strangers = build_rows(inv, events, installed=_installed(inv, src, unread),
                                  cluster=_cluster(inv, src, unread), now=now, threshold=threshold,
-                                 ignition_age=_ignition_age(src.assets, time.time()))
+                                 ignition_age=_ignition_age(src.assets, time.time()),
+                                 sizes=sizes)
     return Snapshot(rows, strangers, unread, now)
 
 
@@ -138,15 +209,16 @@ def sources(inv: Inventory, *, dnsmasq_log: Path | None, access_log: Path | None
             assets: Path | None, kubeconfig: Path | None, connect: str | None = None) -> Sources:
     """The inventory's log paths unless overridden on the command line (files here).
 
-    The inventory's are on the provisioner when it has an `ssh` section that is not `local`.
+    The inventory's are on the provisioner, reached as `upi push` reaches it
+    (remote.host_access): here only when its `ssh` section says `local: true`.
     """
     prov = inv.provisioner
-    remote = prov.ssh is not None and not prov.ssh.local
+    remote = not is_local(inv, "provisioner")
 
     def pick(given: Path | None, default: str | None) -> Log | None:
         if given is not None:
             return Log(str(given))
-        return Log(default, remote) if default else None
+        return Log(default, remote, from_inventory=True) if default else None
 
     return Sources(pick(dnsmasq_log, prov.dnsmasq_log), pick(access_log, prov.http_access_log),
                    out, assets, kubeconfig, connect)
@@ -165,8 +237,7 @@ class Looker:
 
     def __init__(self, inv: Inventory, src: Sources, *, threshold: float = STUCK_AFTER) -> None:
         self.inv, self.src, self.threshold = inv, src, threshold
-        prov = inv.provisioner
-        self.provisioner = open_transport(inv, prov.ssh, str(prov.ip)) if prov.ssh else LocalTransport()
+        self.provisioner = open_host(inv, "provisioner")
 
     def look(self) -> Snapshot:
         """Read every source once and place every node."""

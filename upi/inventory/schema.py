@@ -62,7 +62,7 @@ DESCRIPTIONS = {
     "Provisioner.http_access_log": "The HTTP server's access log (common/combined format), for upi status.",
     "Provisioner.dhcp_range": "A dynamic pool for hosts the inventory does not name "
                               "(default: static leases only).",
-    "Provisioner.ssh": "How upi push reaches the provisioner.",
+    "Provisioner.ssh": "How upi push, status and wait reach the provisioner (none: SSH as root to its ip).",
     "SshTarget.host": "Host to SSH to (default: the section's ip).",
     "SshTarget.user": "SSH user.",
     "SshTarget.port": "SSH port.",
@@ -79,7 +79,7 @@ DESCRIPTIONS = {
     "Rhcos.image": "Metal raw image (coreos.inst.image_url): 4.1-4.5 only.",
     "LoadBalancer.ip": "Where api, api-int and *.apps point.",
     "LoadBalancer.hostname": "A name for the load balancer (gets an A record).",
-    "LoadBalancer.ssh": "How upi push reaches the load balancer.",
+    "LoadBalancer.ssh": "How upi push and wait reach the load balancer (none: SSH as root to its ip).",
     "LoadBalancer.config_path": "Where upi push puts haproxy.cfg.",
     "Hypervisor.uri": "libvirt URI of the host running the VMs.",
     "Hypervisor.bridge": "Bridge the VMs' NIC joins (bridged, not NAT).",

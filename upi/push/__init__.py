@@ -7,16 +7,15 @@ from pathlib import Path
 from upi.inventory.model import Inventory
 from upi.push.apply import apply
 from upi.push.model import TARGETS, FileStatus, PushError, PushResult, Step, TargetName, TargetPlan
-from upi.push.sources import plans_for, read_render_dir, ssh_of
-from upi.remote import Transport, open_transport
+from upi.push.sources import plans_for, read_render_dir
+from upi.remote import Transport, open_host
 from upi.render import RenderedFile
 
 __all__ = ["TARGETS", "FileStatus", "PushError", "PushResult", "Step", "push", "push_files"]
 
 
 def _connect(inv: Inventory, plan: TargetPlan) -> Transport:
-    ssh, default_host = ssh_of(inv, plan.name)
-    return open_transport(inv, ssh, default_host)
+    return open_host(inv, plan.name)
 
 
 def push(inv: Inventory, out: Path, *, only: TargetName | None = None,

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from upi.errors import UpiError, UsageError
-from upi.inventory.model import Inventory, SshTarget
+from upi.inventory.model import Inventory
 from upi.push.model import Item, LocalFile, TargetName, TargetPlan
+from upi.remote import host_access
 from upi.render import MANIFEST, PUBLIC, RenderedFile
 from upi.safefs import Tree, kind_of, relpath, shown
 from upi.writer import manifest_images
@@ -26,13 +27,6 @@ DEFAULT_RELOAD: dict[TargetName, list[str]] = {
     "provisioner": ["systemctl", "restart", "dnsmasq"],
     "load_balancer": ["systemctl", "reload", "haproxy"],
 }
-
-
-def ssh_of(inv: Inventory, target: TargetName) -> tuple[SshTarget | None, str]:
-    """A target's `ssh` section and the address used when it names no host."""
-    if target == "provisioner":
-        return inv.provisioner.ssh, str(inv.provisioner.ip)
-    return inv.load_balancer.ssh, str(inv.load_balancer.ip)
 
 
 def _item(inv: Inventory, f: RenderedFile | None, path: str, local: LocalFile | None = None
@@ -77,8 +71,8 @@ def plans_for(inv: Inventory, files: list[RenderedFile], only: TargetName | None
             grouped.setdefault(entry[0], []).append(entry[1])
     plans = []
     for name, items in grouped.items():
-        ssh, _ = ssh_of(inv, name)
-        reload = list(ssh.reload_command) if ssh and ssh.reload_command else DEFAULT_RELOAD[name]
+        ssh, _ = host_access(inv, name)
+        reload = list(ssh.reload_command) if ssh.reload_command else DEFAULT_RELOAD[name]
         plans.append(TargetPlan(name, items, reload))
     return plans
 
@@ -182,13 +176,35 @@ def _http_tree(tree: Tree, out: Path, images: dict[str, dict[str, Any]]) -> list
     return found
 
 
+PEM_KEY = b"PRIVATE KEY-----"  # the end of `-----BEGIN [RSA |EC |OPENSSH |ENCRYPTED ]PRIVATE KEY-----`
+SCAN_CHUNK = 1 << 20
+
+
 def _private_key(tree: Tree, rel: str) -> bool:
+    """Whether the file holds a PEM private key anywhere: read whole, a chunk at a time.
+
+    A key appended after the first bytes is published all the same, so every
+    byte is looked at; memory stays one chunk (an RHCOS rootfs is ~1 GB). The
+    last bytes of each chunk are kept, so a marker split across two is found.
+    """
     dfd, name = tree.parent_of(rel)
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
     try:
-        return b"PRIVATE KEY-----" in os.pread(fd, 1 << 16, 0)
+        return contains(fd, PEM_KEY)
     finally:
         os.close(fd)
+
+
+def contains(fd: int, needle: bytes, chunk: int = SCAN_CHUNK) -> bool:
+    """Whether the open file `fd` holds `needle`, read from its start in `chunk`-byte pieces."""
+    keep = len(needle) - 1
+    carry, offset = b"", 0
+    while data := os.pread(fd, chunk, offset):
+        if needle in data or needle in carry + data[:keep]:
+            return True
+        carry = (carry + data)[-keep:] if len(data) < keep else data[-keep:]
+        offset += len(data)
+    return False
 
 
 def read_render_dir(inv: Inventory, out: Path) -> tuple[list[RenderedFile], list[tuple[str, LocalFile]]]:

@@ -31,7 +31,7 @@ _SENT = re.compile(r"^sent (\S+) to (\S+)$")
 _MISSING = re.compile(r"^file (\S+) not found(?: for (\S+))?$")
 _ACCESS = re.compile(
     r'^(\S+) \S+ \S+ \[(\d\d)/([A-Z][a-z]{2})/(\d{4}):(\d\d):(\d\d):(\d\d) ([+-])(\d\d)(\d\d)\] '
-    r'"(?:[A-Z]+) (\S+)(?: [^"]*)?" (\d{3}) ')
+    r'"([A-Z]+) (\S+)(?: [^"]*)?" (\d{3}) (\d{1,18}|-)(?: |$)')
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,10 @@ class Event:
     """One thing a log says happened.
 
     `kind`: dhcp (an acknowledged lease), dhcp-discover, dhcp-refused (no
-    address for that MAC), tftp (a file sent), tftp-missing, or http.
+    address for that MAC), tftp (a file sent), tftp-missing, or http: its
+    `method`, `status` and `size`, the body bytes sent (nginx's
+    $body_bytes_sent, httpd's %b: fewer than the file's size when the client
+    or the link gave up mid-way; `-` in httpd's log is 0).
     """
 
     time: datetime
@@ -48,6 +51,8 @@ class Event:
     mac: str | None = None
     path: str | None = None
     status: int | None = None
+    method: str | None = None
+    size: int | None = None
 
 
 def read_tail(transport: Transport, path: str, limit: int = MAX_READ) -> str:
@@ -106,5 +111,7 @@ def access_events(lines: Iterable[str]) -> Iterator[Event]:
                              int(m.group(6)), int(m.group(7)), tzinfo=zone)
         except ValueError:
             continue
-        path = m.group(11).split("?", 1)[0]
-        yield Event(stamp, "http", ip=m.group(1).removeprefix(MAPPED), path=path, status=int(m.group(12)))
+        path = m.group(12).split("?", 1)[0]
+        size = 0 if m.group(14) == "-" else int(m.group(14))
+        yield Event(stamp, "http", ip=m.group(1).removeprefix(MAPPED), path=path, status=int(m.group(13)),
+                    method=m.group(11), size=size)

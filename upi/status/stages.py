@@ -2,9 +2,34 @@
 
 A stage is reached when a log or the API shows it: the node's MAC got its
 DHCP lease; its IP fetched its per-MAC PXE file, then the kernel and
-initramfs over TFTP; its ignition file and the rootfs over HTTP; upi
-recorded it installed; its client and serving CSRs exist; its Node is Ready;
-its GPUs are allocatable. The current stage is the last one reached.
+initramfs over TFTP; then the files it fetches over HTTP, in the order a
+real node asks for them; upi recorded it installed; its client and serving
+CSRs exist; its Node is Ready; its GPUs are allocatable. The current stage
+is the last one reached; the causes shown for a stuck node are those of
+the first stage after it.
+
+The HTTP order (each step checked against the upstream source):
+
+- 4.6 and later (live PXE): the live initramfs fetches the rootfs
+  (`coreos.live.rootfs_url`, curl in fedora-coreos-config's dracut module
+  35coreos-live/coreos-livepxe-rootfs.sh) before it switches to it; only
+  then does coreos-installer.service run in the live system and fetch
+  the ignition file (coreos-installer's scripts/coreos-installer-service
+  passes `coreos.inst.ignition_url` as `--ignition-url`; the installed image
+  comes from the live system, no HTTP). So: rootfs, then ignition.
+- Before 4.6 (`coreos.inst.image_url`): the installer fetches the ignition
+  file first, then the metal image. The legacy script of RHCOS <= 4.4
+  (coreos-installer's `legacy` branch, `main`: get_img_url, a HEAD of the
+  image for its size, then get_ignition_url, then download_image); the Rust
+  coreos-installer downloads the ignition before it opens the image
+  (src/install.rs). So: ignition, then image.
+
+Only a complete GET counts as a fetch: 2xx (not 206, a range), and, when the
+file's size is known, every byte of it (the access log's body size: nginx's
+$body_bytes_sent, httpd's %b, count what was sent before the client or the
+link gave up). A HEAD fetches nothing (the legacy installer sends one before
+the ignition). A 404, a 403 or a cut download is a note, shown with the
+causes when the node is stuck before that file's stage.
 """
 
 from __future__ import annotations
@@ -19,9 +44,9 @@ from upi.inventory.model import Inventory, Node, Role
 from upi.status.logs import Event
 
 STAGES: tuple[tuple[str, str], ...] = (
-    ("dhcp", "DHCP"), ("pxe", "PXE file"), ("kernel", "kernel+initrd"), ("ignition", "ignition"),
-    ("rootfs", "rootfs"), ("installed", "installed"), ("client_csr", "client CSR"),
-    ("serving_csr", "serving CSR"), ("ready", "Ready"), ("gpu", "GPU"),
+    ("dhcp", "DHCP"), ("pxe", "PXE file"), ("kernel", "kernel+initrd"), ("rootfs", "rootfs"),
+    ("ignition", "ignition"), ("image", "metal image"), ("installed", "installed"),
+    ("client_csr", "client CSR"), ("serving_csr", "serving CSR"), ("ready", "Ready"), ("gpu", "GPU"),
 )
 STAGE_NAMES = dict(STAGES)
 # What to look at when a node has been stuck before a stage (the next one it lacks).
@@ -32,8 +57,13 @@ CAUSES: dict[str, tuple[str, ...]] = {
             "uefi) or TFTP (UDP 69) is blocked; upi check tftp",),
     "kernel": ("the boot loader ran but fetched no kernel and initramfs: are they under the TFTP "
                "root (upi images; upi check tftp)?",),
-    "ignition": ("no ignition fetched: is http_base_url reachable from the node (upi check http)?",),
-    "rootfs": ("no rootfs fetched: is rhcos.rootfs on the HTTP server (upi images; upi check http)?",),
+    "rootfs": ("no rootfs fetched: the live initramfs fetches rhcos.rootfs first over HTTP: is it on "
+               "the HTTP server (upi images; upi push) and http_base_url reachable from the node "
+               "(upi check http)?",),
+    "ignition": ("no ignition fetched: is it on the HTTP server (upi ignition; upi push) and "
+                 "http_base_url reachable from the node (upi check http)?",),
+    "image": ("no metal image fetched after the ignition: is rhcos.image on the HTTP server "
+              "(upi images; upi push; upi check http)?",),
     "installed": ("the installer is writing the disk, or failed: watch the node's console",),
     "client_csr": ("no client CSR: can the node reach api-int:6443 and the machine-config server "
                    "(22623) through the load balancer (upi check lb)?",),
@@ -42,6 +72,8 @@ CAUSES: dict[str, tuple[str, ...]] = {
     "gpu": ("GPUs not verified: upi gpu",),
 }
 IGNITION_404 = "its ignition file was not found on the HTTP server (HTTP 404): run upi push"
+IGNITION_403 = ("the HTTP server refused its ignition file (HTTP 403): the server may not read it "
+                "(file mode, or SELinux label httpd_sys_content_t): run upi push, which sets both")
 IGNITION_OLD = ("the ignition files are older than 24 h: their certificates have expired; "
                 "create them again (upi ignition) and push them (upi push)")
 
@@ -56,11 +88,18 @@ class Row:
     ip: str
     stages: dict[str, datetime | None] = field(default_factory=dict)
     applicable: tuple[str, ...] = ()
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # every note, in the order found
+    stage_notes: dict[str, list[str]] = field(default_factory=dict)  # the same, by the stage they block
     current: str = "-"
     since: datetime | None = None
     stuck: bool = False
     causes: list[str] = field(default_factory=list)
+
+    def note(self, stage: str, text: str) -> None:
+        """Keep `text` (once) as a likely cause of a node stuck before `stage`."""
+        if text not in self.notes:
+            self.notes.append(text)
+            self.stage_notes.setdefault(stage, []).append(text)
 
     @property
     def done(self) -> bool:
@@ -89,14 +128,12 @@ class Cluster:
 
 
 def applicable_stages(inv: Inventory, node: Node) -> tuple[str, ...]:
-    """The node's stages: rootfs only with a live rootfs (4.6+), GPU only on GPU nodes.
+    """The node's stages: rootfs with a live rootfs (4.6+), else the metal image; GPU only on GPU nodes.
 
     The bootstrap ends at installed: it runs bootkube from its disk and never
     joins the cluster it starts (no CSR, no Node).
     """
-    skip = set()
-    if not inv.live_rootfs:
-        skip.add("rootfs")
+    skip = {"image"} if inv.live_rootfs else {"rootfs"}
     if not node.gpu:
         skip.add("gpu")
     if node.role is Role.bootstrap:
@@ -113,11 +150,13 @@ def keep_first(stages: dict[str, datetime | None], key: str, when: datetime | No
 
 def build_rows(inv: Inventory, events: Iterable[Event], *, installed: Mapping[str, datetime | None],
                cluster: Cluster, now: datetime, threshold: float, ignition_age: float | None = None,
-               ) -> tuple[list[Row], list[Stranger]]:
+               sizes: Mapping[str, int] | None = None) -> tuple[list[Row], list[Stranger]]:
     """Rows in inventory order, and the strangers the logs show.
 
     `threshold`: seconds at one stage before a node counts as stuck;
-    `ignition_age`: seconds since the ignition files were made, when known.
+    `ignition_age`: seconds since the ignition files were made, when known;
+    `sizes`: the size of a file the nodes fetch over HTTP, by its name
+    (`worker.ign`, the rootfs's), when known: a GET that sent fewer bytes was cut.
     """
     entries = {e.node.name: e for e in boot_entries(inv)}
     rows = {n.name: Row(n.name, n.role.value, n.mac, str(n.ip), applicable=applicable_stages(inv, n))
@@ -125,7 +164,9 @@ def build_rows(inv: Inventory, events: Iterable[Event], *, installed: Mapping[st
     by_mac = {n.mac.lower(): n.name for n in inv.nodes}
     by_ip = {str(n.ip): n.name for n in inv.nodes}
     ours = _machine_ip(inv)
-    rootfs = [tftp_path(a).rsplit("/", 1)[-1] for a in (inv.rhcos.rootfs, inv.rhcos.image) if a]
+    events = list(events)
+    files = http_files(inv)
+    expected = _expected_sizes(events, files, sizes or {})
     strangers: dict[tuple[str, str], Stranger] = {}
     loaded: dict[str, dict[str, datetime]] = {}  # node -> kernel/initrd -> when
     earliest: datetime | None = None
@@ -135,7 +176,7 @@ def build_rows(inv: Inventory, events: Iterable[Event], *, installed: Mapping[st
         if name is None:
             _stranger(strangers, ev, ours)
             continue
-        _apply(rows[name], entries[name], ev, loaded.setdefault(name, {}), rootfs)
+        _apply(rows[name], entries[name], ev, loaded.setdefault(name, {}), (files, expected))
     for name, parts in loaded.items():
         if len(parts) == 2:
             keep_first(rows[name].stages, "kernel", max(parts.values()))
@@ -149,7 +190,33 @@ def build_rows(inv: Inventory, events: Iterable[Event], *, installed: Mapping[st
     return list(rows.values()), sorted(strangers.values(), key=lambda s: (s.first, s.value))
 
 
-def _apply(row: Row, entry: BootEntry, ev: Event, loaded: dict[str, datetime], rootfs: list[str]) -> None:
+def http_files(inv: Inventory) -> dict[str, str]:
+    """The stage each file a node fetches over HTTP belongs to, by name (the ignition files: any `.ign`)."""
+    image = inv.rhcos.rootfs if inv.live_rootfs else inv.rhcos.image
+    return {tftp_path(image).rsplit("/", 1)[-1]: "rootfs" if inv.live_rootfs else "image"} if image else {}
+
+
+def _expected_sizes(events: list[Event], files: Mapping[str, str],
+                    sizes: Mapping[str, int]) -> dict[str, int]:
+    """The known sizes, and for the RHCOS image with none known, the largest body a 200 sent of it.
+
+    The image's name carries its version, so every whole GET of it sent the
+    same bytes; an ignition file is made again (another size) by each
+    `upi ignition`, so only a known size judges it.
+    """
+    out = dict(sizes)
+    for ev in events:
+        name = (ev.path or "").rsplit("/", 1)[-1]
+        if ev.kind == "http" and ev.status == 200 and ev.size is not None and name in files \
+                and name not in sizes and ev.method in ("GET", None):
+            out[name] = max(out.get(name, 0), ev.size)
+    return out
+
+
+Http = tuple[Mapping[str, str], Mapping[str, int]]  # http_files(), and the expected sizes by name
+
+
+def _apply(row: Row, entry: BootEntry, ev: Event, loaded: dict[str, datetime], http: Http) -> None:
     """What one event of this node's says: a stage reached, or a note for the causes."""
     if ev.kind == "dhcp":
         keep_first(row.stages, "dhcp", ev.time)
@@ -160,10 +227,11 @@ def _apply(row: Row, entry: BootEntry, ev: Event, loaded: dict[str, datetime], r
             if ev.path.endswith("/" + rel) or ev.path == rel:
                 loaded.setdefault(part, ev.time)
     elif ev.kind == "tftp-missing" and ev.path and not _probe(ev.path):
-        if (note := f"TFTP: {ev.path} not found") not in row.notes:
-            row.notes.append(note)
+        # The kernel or initrd missing blocks that stage; a boot loader missing, the PXE file.
+        wanted = any(ev.path.endswith("/" + rel) or ev.path == rel for rel in (entry.kernel, entry.initrd))
+        row.note("kernel" if wanted else "pxe", f"TFTP: {ev.path} not found")
     elif ev.kind == "http" and ev.path and ev.status is not None:
-        _apply_http(row, ev.path, ev.status, ev.time, rootfs)
+        _apply_http(row, ev, http)
 
 
 def _probe(path: str) -> bool:
@@ -177,15 +245,37 @@ def _probe(path: str) -> bool:
         parts[-1].startswith("grub.cfg")
 
 
-def _apply_http(row: Row, path: str, status: int, when: datetime, rootfs: list[str]) -> None:
-    ok = 200 <= status < 300
-    if path.endswith(".ign"):
-        if ok:
-            keep_first(row.stages, "ignition", when)
-        elif status == 404 and IGNITION_404 not in row.notes:
-            row.notes.append(IGNITION_404)
-    elif ok and path.rsplit("/", 1)[-1] in rootfs:
-        keep_first(row.stages, "rootfs", when)
+def _apply_http(row: Row, ev: Event, http: Http) -> None:
+    """A request for a file of a stage: a whole GET reaches it; a refusal or a cut body is a note."""
+    files, expected = http
+    name = (ev.path or "").rsplit("/", 1)[-1]
+    stage = "ignition" if name.endswith(".ign") else files.get(name)
+    status = ev.status or 0
+    if stage is None:
+        return
+    what = {"ignition": "its ignition file", "rootfs": f"the rootfs {name}"}.get(
+        stage, f"the metal image {name}")
+    if status in (403, 404) or status >= 500:
+        row.note(stage, _refused(stage, what, status))
+    elif ev.method not in ("GET", None) or not 200 <= status < 300 or status == 206:
+        return  # a HEAD, a range, a redirect: nothing fetched, nothing refused
+    elif ev.size is not None and ev.size < expected.get(name, 0):
+        row.note(stage, f"{what} was cut after {ev.size} of {expected[name]} bytes (HTTP {status}): "
+                        "the node gave up or the link dropped mid-way (watch the node's console), "
+                        "or the server holds another copy than upi's (upi push)")
+    else:
+        keep_first(row.stages, stage, ev.time)
+
+
+def _refused(stage: str, what: str, status: int) -> str:
+    if stage == "ignition" and status in (403, 404):
+        return IGNITION_404 if status == 404 else IGNITION_403
+    if status == 404:
+        return f"{what} was not found on the HTTP server (HTTP 404): run upi images, then upi push"
+    if status == 403:
+        return (f"the HTTP server refused {what} (HTTP 403): the server may not read it (file mode, "
+                "or SELinux label httpd_sys_content_t): run upi push, which sets both")
+    return f"the HTTP server failed on {what} (HTTP {status}): see the server's error log"
 
 
 def _machine_ip(inv: Inventory) -> Callable[[str], bool]:
@@ -237,6 +327,9 @@ def _place(row: Row, now: datetime, threshold: float, earliest: datetime | None,
     row.stuck = True
     after = row.applicable.index(reached[-1]) + 1 if reached else 0
     missing = row.applicable[after]
-    row.causes = [*row.notes, *CAUSES[missing]]
+    # The notes of the stage it lacks, then those of later files it asked for (the legacy
+    # installer's HEAD of the image comes before the ignition), then the usual suspects.
+    later = [note for stage in row.applicable[after:] for note in row.stage_notes.get(stage, [])]
+    row.causes = [*later, *CAUSES[missing]]
     if missing == "client_csr" and ignition_age is not None and ignition_age > 86400:
         row.causes.insert(0, IGNITION_OLD)

@@ -17,7 +17,6 @@ from upi import console
 from upi.console import LiveRegion
 from upi.status.stages import STAGES, Row, Stranger
 
-COLUMNS = ("NODE", "ROLE", *(name for _, name in STAGES), "NOW", "FOR")
 STRANGERS_SHOWN = 20  # MACs and IPs no node has, listed under the table; the rest are counted
 
 
@@ -45,12 +44,22 @@ def time_there(snap: Snapshot, row: Row) -> str:
     return duration_text(max(0, int((snap.now - row.since).total_seconds())))
 
 
+def shown_stages(snap: Snapshot) -> list[tuple[str, str]]:
+    """The stages some node has: the rootfs (4.6+) or the metal image (before), GPU with GPU nodes."""
+    return [(key, name) for key, name in STAGES if any(key in r.applicable for r in snap.rows)]
+
+
+def columns(snap: Snapshot) -> tuple[str, ...]:
+    """The table's header."""
+    return ("NODE", "ROLE", *(name for _, name in shown_stages(snap)), "NOW", "FOR")
+
+
 def table_rows(snap: Snapshot) -> list[list[str]]:
     """The table's cells: a time per stage reached, `-` not yet, blank when it does not apply."""
     out = []
     for row in snap.rows:
         cells = [row.name, row.role]
-        for key, _ in STAGES:
+        for key, _ in shown_stages(snap):
             if key not in row.applicable:
                 cells.append("")
             else:
@@ -110,7 +119,7 @@ def _strangers_text(strangers: list[Stranger]) -> list[str]:
 
 def show(snap: Snapshot) -> None:
     """The table on stdout; stuck nodes' likely causes and the strangers after it."""
-    console.print_table(f"Nodes at {snap.now.strftime('%H:%M:%S')}", COLUMNS, table_rows(snap))
+    console.print_table(f"Nodes at {snap.now.strftime('%H:%M:%S')}", columns(snap), table_rows(snap))
     for line in _notes(snap):
         console.say(line)
     for what in snap.unread:
@@ -123,7 +132,7 @@ def renderable(snap: Snapshot) -> Any:
     from rich.table import Table
 
     table = Table(title=f"Nodes at {snap.now.strftime('%H:%M:%S')}", title_justify="left")
-    for col in COLUMNS:
+    for col in columns(snap):
         table.add_column(col)
     for cells in table_rows(snap):
         table.add_row(*(console.plain(c) for c in cells))
