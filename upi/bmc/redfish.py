@@ -102,10 +102,11 @@ def translated(target: Target, doing: str) -> Iterator[None]:
     from sushy import exceptions as sx
 
     from upi.bmc.bounded import AnswerRefused
+    from upi.bmc.origin import OffOrigin
 
     try:
         yield
-    except AnswerRefused as exc:
+    except (AnswerRefused, OffOrigin) as exc:
         raise BmcError(f"{target.where}: {exc} while {doing}") from None
     except sx.AccessError as exc:
         raise BmcError(f"{target.where}: refused the credentials in {target.credentials_file} "
@@ -155,17 +156,18 @@ class Redfish:
     def __init__(self, target: Target, credentials: Credentials) -> None:
         import sushy
         from sushy import auth
-        from sushy.connector import Connector
 
         from upi.bmc.bounded import DEADLINE_FACTOR, BoundedAdapter
+        from upi.bmc.origin import OriginConnector
 
         self.target = target
-        conn = Connector(target.address, verify=target.verify, default_request_timeout=target.timeout,
+        conn = OriginConnector(target.address, verify=target.verify, default_request_timeout=target.timeout,
                          connect_timeout=target.timeout,
                          # One try per request: a BMC that does not answer is reported, not retried.
                          server_side_retries=1, server_side_retries_delay=1)
-        # sushy has no hook for its requests session; the adapter bounds each request as a whole.
-        bounded = BoundedAdapter(target.timeout * DEADLINE_FACTOR)
+        # sushy has no hook for its requests session; the adapter bounds each request as a whole
+        # and sends none away from the BMC (its password goes with each).
+        bounded = BoundedAdapter(target.timeout * DEADLINE_FACTOR, link=conn.link)
         for scheme in ("https://", "http://"):
             conn._session.mount(scheme, bounded)
         with translated(target, "connecting"):
@@ -224,8 +226,13 @@ class Redfish:
         path = link.get("@odata.id") if isinstance(link, dict) else None
         if not path:
             return None
+        from upi.bmc.bounded import AnswerRefused
+        from upi.bmc.origin import OffOrigin
+
         try:
             value = self._get(path).get("SecureBootEnable")
+        except (AnswerRefused, OffOrigin):
+            raise  # a link away from the BMC, or a hostile answer, is an error, not "unknown"
         except Exception:  # noqa: BLE001 - a BMC without a readable SecureBoot resource: unknown
             return None
         return value if isinstance(value, bool) else None
