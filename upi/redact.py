@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 
 # The authority of a URL (RFC 3986 3.2: after `//`, up to the first / ? # or the
-# end), as requests and urllib3 split it; a quote or a space ends it in a message.
-_AUTHORITY = re.compile(r"//([^/?#\s'\"]*)")
+# end), as requests and urllib3 split it; a quote or a line break ends it in a message.
+# A space does not: a password may hold one, and hiding too much is safe.
+_AUTHORITY = re.compile(r"//([^/?#'\"\r\n]*)")
 
 
 def hide_userinfo(text: str) -> str:
