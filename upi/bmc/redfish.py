@@ -113,14 +113,11 @@ def translated(target: Target, doing: str) -> Iterator[None]:
                        f"(HTTP {exc.status_code}) while {doing}") from None
     except sx.ConnectionError as exc:
         cause = exc.__context__
-        if isinstance(cause, rq.SSLError):
-            raise BmcError(
-                f"{target.where}: TLS verification failed while {doing} ({_short(cause)}); give its "
-                "CA file as bmc.verify_tls, or set verify_tls: false to skip the check") from None
         if isinstance(cause, rq.Timeout):
             raise BmcError(f"{target.where}: no answer within {target.timeout:g} s while {doing} "
                            "(is the BMC network reachable from here?)") from None
-        raise BmcError(f"{target.where}: cannot connect while {doing} ({_short(cause or exc)})") from None
+        raise BmcError(f"{target.where}: {_connect_failure(cause or exc)} while {doing}{_hint(cause)}") \
+            from None
     except sx.HTTPError as exc:
         detail = getattr(exc, "detail", None) or "no detail"
         m = re.search(r"HTTP (\w+) (\S+) returned", str(exc))
@@ -136,12 +133,57 @@ def translated(target: Target, doing: str) -> Iterator[None]:
                        f"({why})") from None
 
 
-def _short(exc: BaseException) -> str:
-    text = str(exc)
-    for mark in ("certificate verify failed", "Read timed out", "Connection refused", "timed out"):
-        if mark in text:
-            return mark
-    return text[:200]
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and what caused it, outermost first: requests wraps urllib3, which wraps the OSError."""
+    out: list[BaseException] = []
+    todo: list[BaseException | None] = [exc]
+    while todo and len(out) < 32:
+        e = todo.pop(0)
+        if e is None or any(e is seen for seen in out):
+            continue
+        out.append(e)
+        reason = getattr(e, "reason", None)
+        todo += [e.__cause__, e.__context__, reason if isinstance(reason, BaseException) else None,
+                 *(a for a in e.args if isinstance(a, BaseException))]
+    return out
+
+
+def _connect_failure(exc: BaseException) -> str:
+    """What went wrong, in the system's words (the errno text, the TLS alert), never a library's repr.
+
+    requests' own text ("HTTPSConnectionPool(host=..., port=...): Max retries
+    exceeded with url ... (Caused by NewConnectionError(...") names nothing the
+    admin did not already know and hides the cause in the middle.
+    """
+    import socket
+    import ssl
+
+    chain = _chain(exc)
+    for e in chain:
+        if isinstance(e, ssl.SSLCertVerificationError):
+            return f"TLS verification failed ({e.verify_message or e.reason or 'certificate refused'})"
+    for e in chain:
+        if isinstance(e, ssl.SSLError):
+            why = str(e.reason or "").replace("_", " ").lower() or (e.strerror or "").strip()
+            return f"TLS handshake failed ({why or 'no detail'})"
+    for e in chain:
+        if isinstance(e, socket.gaierror):
+            return f"cannot connect ({e.strerror or 'the host name does not resolve'})"
+    for e in chain:
+        if isinstance(e, OSError) and e.strerror:
+            return f"cannot connect ({e.strerror})"
+    return f"cannot connect ({type(chain[-1]).__name__})"
+
+
+def _hint(cause: BaseException | None) -> str:
+    import ssl
+
+    chain = _chain(cause) if cause is not None else []
+    if any(isinstance(e, ssl.SSLCertVerificationError) for e in chain):
+        return "; give its CA file as bmc.verify_tls, or set verify_tls: false to skip the check"
+    if any(isinstance(e, ssl.SSLError) for e in chain):
+        return " (is it an https:// Redfish service on that port?)"
+    return ""
 
 
 def _path(url: str) -> str:
@@ -170,7 +212,7 @@ class Redfish:
         bounded = BoundedAdapter(target.timeout * DEADLINE_FACTOR, link=conn.link)
         for scheme in ("https://", "http://"):
             conn._session.mount(scheme, bounded)
-        with translated(target, "connecting"):
+        with translated(target, "reading the service root"):
             self._root = sushy.Sushy(
                 target.address, auth=auth.BasicAuth(credentials.username, credentials.password),
                 connector=conn)
