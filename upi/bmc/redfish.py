@@ -119,10 +119,14 @@ def translated(target: Target, doing: str) -> Iterator[None]:
         raise BmcError(f"{target.where}: {_connect_failure(cause or exc)} while {doing}{_hint(cause)}") \
             from None
     except sx.HTTPError as exc:
-        detail = getattr(exc, "detail", None) or "no detail"
+        from upi.bmc.override import message_id
+
+        detail = str(getattr(exc, "detail", None) or "no detail")[:300]
         m = re.search(r"HTTP (\w+) (\S+) returned", str(exc))
         request = f" to {m.group(1)} {_path(m.group(2))}" if m else ""
-        raise BmcError(f"{target.where}: HTTP {exc.status_code}{request} while {doing}: {detail}") from None
+        mid = message_id(exc)
+        said = f"{detail} ({str(mid)[:80]})" if mid else detail
+        raise BmcError(f"{target.where}: HTTP {exc.status_code}{request} while {doing}: {said}") from None
     except sx.SushyError as exc:
         raise BmcError(f"{target.where}: {doing} failed: {exc}") from None
     except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as exc:
@@ -308,26 +312,12 @@ class Redfish:
     def one_time_pxe(self) -> BootOverride:
         """Ask for one UEFI network boot at the next reset, then read back what the BMC stored.
 
-        The PATCH goes to the settings object when one is advertised, with the
-        ETag as If-Match (sushy); the mode is sent only where the resource has
-        one. Raises BmcError when the read-back does not show the network target.
+        Where it goes, with which ETag, and what each firmware answers: upi.bmc.override.
+        Raises BmcError when the read-back does not show the network target.
         """
-        import sushy
+        from upi.bmc.override import set_one_time_pxe
 
-        t = self.target
-        with translated(t, "setting a one-time network boot"):
-            doc = self._fresh()
-            has_mode = "BootSourceOverrideMode" in (doc.get("Boot") or {})
-            self._system.set_system_boot_options(
-                target=sushy.BootSource.PXE, enabled=sushy.BootSourceOverrideEnabled.ONCE,
-                mode=sushy.BootSourceOverrideMode.UEFI if has_mode else None)
-        with translated(t, "reading back the boot override"):
-            got = self.state().override
-        if got.target != PXE or (has_mode and got.mode not in (None, UEFI)):
-            raise BmcError(f"{t.where}: asked for a one-time UEFI network boot, but the BMC kept "
-                           f"target={got.target} mode={got.mode}: the change was dropped (a settings "
-                           "object without a matching ETag drops it silently)")
-        return got
+        return set_one_time_pxe(self)
 
     def close(self) -> None:
         """End the session (basic auth holds no server state; the HTTP pool is released)."""
