@@ -101,3 +101,40 @@ def test_links_on_the_bmc_itself_are_followed_relative_or_absolute(
     assert json.loads(res.stdout)[0]["boot_override"]["target"] == "Pxe"
     assert ami.state.resets == ["On"]
     assert all(auth is not None for _, path, auth in ami.state.seen if path.rstrip("/") != "/redfish/v1")
+
+
+@pytest.mark.parametrize(("link", "ok"), [
+    ("/redfish/v1/Systems/Self", True),
+    ("Systems/Self", True),  # relative to the address, as RFC 3986 resolves it
+    ("https://bmc-7.example:8443/redfish/v1", True),
+    ("https://BMC-7.example:8443/redfish/v1", True),  # host names are not case-sensitive
+    ("https://bmc-7.example/redfish/v1", False),  # another port (443)
+    ("http://bmc-7.example:8443/redfish/v1", False),
+    ("//bmc-8.example:8443/redfish/v1", False),
+    ("//bmc-7.example:8443/redfish/v1", True),
+    ("https://admin@bmc-7.example:8443/redfish/v1", False),
+    ("https://bmc-7.example:8443@evil.example/redfish/v1", False),
+    ("https://bmc-7.example:8443\\@evil.example/", False),
+    ("https://bmc-7.example:8443/redfish/v1 x", False),
+    ("ftp://bmc-7.example:8443/x", False),
+    ("https://[fd00::7]:8443/redfish/v1", False),
+])
+def test_link_check_accepts_only_the_bmc_origin(link: str, ok: bool) -> None:
+    from upi.bmc.origin import Link, OffOrigin
+
+    bmc = Link("https://bmc-7.example:8443")
+    if ok:
+        assert bmc.check(bmc.resolve(link)).startswith("https://")
+    else:
+        with pytest.raises(OffOrigin):
+            bmc.check(bmc.resolve(link))
+
+
+def test_link_check_on_an_ipv6_bmc() -> None:
+    from upi.bmc.origin import Link, OffOrigin
+
+    bmc = Link("https://[FD00::7]")
+    assert bmc.check(bmc.resolve("/redfish/v1")) == "https://[FD00::7]/redfish/v1"
+    assert bmc.check("https://[fd00::7]:443/redfish/v1")
+    with pytest.raises(OffOrigin):
+        bmc.check("https://[fd00::8]/redfish/v1")
