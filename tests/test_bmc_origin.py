@@ -138,3 +138,11 @@ def test_link_check_on_an_ipv6_bmc() -> None:
     assert bmc.check("https://[fd00::7]:443/redfish/v1")
     with pytest.raises(OffOrigin):
         bmc.check("https://[fd00::8]/redfish/v1")
+
+
+def test_link_check_refuses_a_port_in_other_digits() -> None:
+    from upi.bmc.origin import Link, OffOrigin
+
+    bmc = Link("https://bmc-7.example")
+    with pytest.raises(OffOrigin):  # int() reads '٤٤٣' as 443; a URL parser elsewhere may not
+        bmc.check("https://bmc-7.example:\u0664\u0664\u0663/redfish/v1")

@@ -27,8 +27,8 @@ from sushy.connector import Connector
 from upi.redact import hide_userinfo
 
 _DEFAULT_PORT = {"https": 443, "http": 80}
-# A host as upi writes it back: letters, digits, dots, dashes, or a bracketed IPv6 address.
-_NETLOC = re.compile(r"[A-Za-z0-9.-]+(:\d{1,5})?|\[[0-9A-Fa-f:.]+\](:\d{1,5})?")
+# A host as a BMC address may name it: letters, digits, . _ -, or a bracketed IPv6 address.
+_NETLOC = re.compile(r"(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")  # ASCII digits only
 
 
 class OffOrigin(Exception):  # noqa: N818 - not an error of upi's, a reason to report

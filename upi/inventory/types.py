@@ -40,7 +40,7 @@ OWN_KERNEL_ARGS = ("coreos.inst.ignition_url", "coreos.inst.install_dev", "coreo
 # A Redfish resource id: one URL path segment (AMI uses `Self`, others a UUID or a serial).
 _REDFISH_ID = re.compile(r"[A-Za-z0-9._~-]{1,128}")
 # A BMC address's host and port: a name, an IPv4 address or a bracketed IPv6 one, then :PORT.
-_BMC_NETLOC = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+_BMC_NETLOC = re.compile(r"(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 # A block device: /dev/sda, /dev/nvme0n1, /dev/disk/by-path/pci-0000:00:1f.2-ata-1.
 _DEVICE = re.compile(r"/dev/[A-Za-z0-9._:+@-]+(/[A-Za-z0-9._:+@-]+)*")
 # Characters refused in any path: `,` is a sub-option separator in dnsmasq
