@@ -55,7 +55,7 @@ def test_a_link_to_another_server_sends_it_nothing(runner: CliRunner, example_di
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_power_status_follows_no_link_away_either(runner: CliRunner, example_dir: Path, tls: Tls,
+def test_power_restart_follows_no_link_away_either(runner: CliRunner, example_dir: Path, tls: Tls,
                                                   ami: AmiFake, other: AmiFake, kind: str) -> None:
     ami.state.elsewhere = {kind: other.url}
     res = runner.invoke(app, ["power", str(_inventory(example_dir, tls, ami.url)), "restart"])
