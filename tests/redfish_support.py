@@ -7,6 +7,22 @@ object and no ETags, so `AmiFake` models what DGX BMCs do there
 `<system>/SD`; both carry ETags; a PATCH to SD without the current ETag as
 If-Match is answered 204 and dropped; a reset applies what SD holds. It is a
 fake, named so; it speaks Redfish JSON over TLS with basic auth.
+
+Switches model DGX firmware as it is in the field (issue 24), each after a source:
+- `etag_in`: where the ETags are: the `ETag` header (default), only the body's
+  `@odata.etag` (DSP0266 1.8.1 9.5.3: a resource may carry its ETag in the
+  body), or nowhere;
+- `require_if_match`: a PATCH without If-Match is answered 428 with
+  `Ami.1.0.PreconditionHeaderMissing` (the AMI registry in
+  ocp-hm-openbmc-opf-ami/bmcweb redfish-core/include/registries/ami_message_registry.hpp;
+  the DMTF Base registry's id for 428 is `PreconditionRequired`); `If-Match: *`
+  matches any current representation (RFC 7232 3.1);
+- `future_state`: a Boot PATCH on the system itself is answered 400
+  `Ami.1.0.OperationSupportedInFutureStateURI` (same registry: the operation
+  is supported only at the settings, "future state", URI, `<system>/SD`);
+- `pending_only`: SD lists only the pending keys, not the current ones.
+`elsewhere` makes it hostile: link kind -> a prefix put before that link's
+path (another server's origin), for the tests that no link leads away.
 """
 
 from __future__ import annotations
@@ -29,6 +45,7 @@ import yaml
 from certs import Issued, issue, make_ca
 
 USER, PASSWORD = "admin", "s3cret-bmc-pw"
+RESET_TYPES = ["On", "ForceOff", "ForceRestart", "GracefulShutdown"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +151,16 @@ class AmiState:
     resets: list[str] = field(default_factory=list)
     fail_status: int | None = None  # answer every authenticated request with this code
     systems: tuple[str, ...] = ("Self",)
+    etag_in: str = "header"  # "header", "body" (@odata.etag only) or "none"
+    require_if_match: bool = False  # 428 PreconditionHeaderMissing for a PATCH without If-Match
+    future_state: bool = False  # 400 OperationSupportedInFutureStateURI for Boot PATCHed on the system
+    pending_only: bool = False  # SD lists only the pending keys
+    sd_patch_error: tuple[int, str, str] | None = None  # (status, MessageId, Message) for PATCH SD
+    # Link kind (systems, member, settings, secure_boot, reset_target, action_info, redirect)
+    # -> the prefix that link gets instead of none (its path follows).
+    elsewhere: dict[str, str] = field(default_factory=dict)
+    # Every request seen: (method, path, the Authorization header or None).
+    seen: list[tuple[str, str, str | None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -147,18 +174,34 @@ class _AmiHandler(BaseHTTPRequestHandler):
     def st(self) -> AmiState:
         return self.server.fake  # type: ignore[no-any-return]
 
-    def _send(self, code: int, doc: dict[str, Any] | None = None, etag: str | None = None) -> None:
+    def _send(self, code: int, doc: dict[str, Any] | None = None, etag: str | None = None,
+              location: str | None = None) -> None:
+        if etag and doc is not None and self.st.etag_in == "body":
+            doc = {**doc, "@odata.etag": etag}
         body = json.dumps(doc).encode() if doc is not None else b""
         self.send_response(code)
         if doc is not None:
             self.send_header("Content-Type", "application/json")
-        if etag:
+        if etag and self.st.etag_in == "header":
             self.send_header("ETag", etag)
+        if location:
+            self.send_header("Location", location)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
+    def _link(self, kind: str, path: str) -> str:
+        return self.st.elsewhere.get(kind, "") + path
+
+    def _error(self, code: int, message_id: str, message: str, *args: str) -> None:
+        # DSP0266 8.6 error response: code, message, @Message.ExtendedInfo.
+        self._send(code, {"error": {"code": message_id, "message": message, "@Message.ExtendedInfo": [
+            {"MessageId": message_id, "Message": message, "MessageArgs": list(args),
+             "Severity": "Critical"}]}})
+
     def _authorized(self) -> bool:
+        with self.st.lock:
+            self.st.seen.append((self.command, self.path, self.headers.get("Authorization")))
         if self.path.rstrip("/") in ("/redfish/v1", "/redfish"):
             return True
         want = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
@@ -180,11 +223,13 @@ class _AmiHandler(BaseHTTPRequestHandler):
             "Boot": {**st.boot, "BootSourceOverrideTarget@Redfish.AllowableValues":
                      ["None", "Pxe", "Hdd", "Cd", "UefiHttp", "BiosSetup"]},
             "@Redfish.Settings": {"@odata.type": "#Settings.v1_2_0.Settings",
-                                  "SettingsObject": {"@odata.id": f"{base}/SD"}},
-            "SecureBoot": {"@odata.id": f"{base}/SecureBoot"},
+                                  "SettingsObject": {"@odata.id": self._link("settings", f"{base}/SD")}},
+            "SecureBoot": {"@odata.id": self._link("secure_boot", f"{base}/SecureBoot")},
             "Actions": {"#ComputerSystem.Reset": {
-                "target": f"{base}/Actions/ComputerSystem.Reset",
-                "ResetType@Redfish.AllowableValues": ["On", "ForceOff", "ForceRestart", "GracefulShutdown"]}},
+                "target": self._link("reset_target", f"{base}/Actions/ComputerSystem.Reset"),
+                **({"@Redfish.ActionInfo": self._link("action_info", f"{base}/ResetActionInfo")}
+                   if "action_info" in st.elsewhere else
+                   {"ResetType@Redfish.AllowableValues": RESET_TYPES})}},
         }
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
@@ -195,15 +240,23 @@ class _AmiHandler(BaseHTTPRequestHandler):
         with st.lock:
             if path == "/redfish/v1":
                 self._send(200, {"@odata.id": "/redfish/v1", "Id": "RootService", "RedfishVersion": "1.7.0",
-                                 "Systems": {"@odata.id": "/redfish/v1/Systems"}})
+                                 "Systems": {"@odata.id": self._link("systems", "/redfish/v1/Systems")}})
             elif path == "/redfish/v1/Systems":
                 self._send(200, {"@odata.id": path, "Members@odata.count": len(st.systems),
-                                 "Members": [{"@odata.id": f"{path}/{s}"} for s in st.systems]})
+                                 "Members": [{"@odata.id": self._link("member", f"{path}/{s}")}
+                                             for s in st.systems]})
             elif path.count("/") == 4 and path.rsplit("/", 1)[1] in st.systems:
+                if "redirect" in st.elsewhere:
+                    self._send(307, {}, location=self._link("redirect", path))
+                    return
                 self._send(200, self._system(path.rsplit("/", 1)[1]), etag=f'W/"{st.etag}"')
             elif path.endswith("/SD"):
-                self._send(200, {"@odata.id": path, "Boot": {**st.boot, **st.pending}},
-                           etag=f'"{st.sd_etag}"')
+                boot = dict(st.pending) if st.pending_only else {**st.boot, **st.pending}
+                self._send(200, {"@odata.id": path, "Boot": boot}, etag=f'"{st.sd_etag}"')
+            elif path.endswith("/ResetActionInfo"):
+                self._send(200, {"@odata.id": path, "Id": "ResetActionInfo", "Parameters": [
+                    {"Name": "ResetType", "Required": True, "DataType": "String",
+                     "AllowableValues": RESET_TYPES}]})
             elif path.endswith("/SecureBoot"):
                 self._send(200, {"@odata.id": path, "SecureBootEnable": st.secure_boot})
             else:
@@ -219,9 +272,27 @@ class _AmiHandler(BaseHTTPRequestHandler):
         st = self.st
         body = self._body()
         match = self.headers.get("If-Match")
+        if st.require_if_match and match is None:
+            with st.lock:
+                st.patches.append((self.path, match, body, False))
+            self._error(428, "Ami.1.0.PreconditionHeaderMissing", "The request did not provide the "
+                        "required precondition, such as an If-Match or If-None-Match header.")
+            return
+        on_sd = self.path.endswith("/SD")
+        if on_sd and st.sd_patch_error:
+            code, message_id, message = st.sd_patch_error
+            self._error(code, message_id, message)
+            return
+        if not on_sd and st.future_state and "Boot" in body:
+            with st.lock:
+                st.patches.append((self.path, match, body, False))
+            self._error(400, "Ami.1.0.OperationSupportedInFutureStateURI",
+                        f"Support of this Operation for Boot Properties is moved to FutureState "
+                        f"URI({self.path.rstrip('/')}/SD)", "Boot", f"{self.path.rstrip('/')}/SD")
+            return
         with st.lock:
-            if self.path.endswith("/SD"):
-                kept = match == f'"{st.sd_etag}"'
+            if on_sd:
+                kept = match in (f'"{st.sd_etag}"', "*")
                 if kept:  # AMI: only a PATCH carrying the current ETag is stored
                     st.pending.update(body.get("Boot", {}))
                     st.sd_etag += 1

@@ -79,7 +79,7 @@ def test_a_bmc_answering_too_slowly_fails_at_the_request_deadline(runner, exampl
     url, result = power_status(runner, example_dir, tmp_path, SLOW[answer], timeout=0.5)
     for node in ("worker-0", "worker-1"):
         assert (f"{node} (BMC {url}): no complete answer within 1 s (the BMC sends too slowly or never "
-                "ends its answer) while connecting") in result.stderr, result.stderr
+                "ends its answer) while reading the service root") in result.stderr, result.stderr
 
 
 def test_a_bmc_announcing_a_huge_answer_is_refused_before_reading_it(runner, example_dir: Path,
@@ -88,7 +88,7 @@ def test_a_bmc_announcing_a_huge_answer_is_refused_before_reading_it(runner, exa
     url, result = power_status(runner, example_dir, tmp_path, [huge])
     for node in ("worker-0", "worker-1"):
         assert (f"{node} (BMC {url}): answered 1,000,000,000,000 bytes, more than upi reads "
-                f"({bounded.MAX_ANSWER:,}) while connecting") in result.stderr, result.stderr
+                f"({bounded.MAX_ANSWER:,}) while reading the service root") in result.stderr, result.stderr
 
 
 def test_a_bmc_sending_more_than_the_cap_is_cut_off(runner, example_dir: Path, tmp_path,
@@ -98,5 +98,5 @@ def test_a_bmc_sending_more_than_the_cap_is_cut_off(runner, example_dir: Path, t
     head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
     url, result = power_status(runner, example_dir, tmp_path, [head, b"[" + b" " * (1024 * 1024)])
     for node in ("worker-0", "worker-1"):
-        assert (f"{node} (BMC {url}): answered more than upi reads (262,144 bytes) while connecting"
-                in result.stderr), result.stderr
+        assert (f"{node} (BMC {url}): answered more than upi reads (262,144 bytes) while reading "
+                "the service root" in result.stderr), result.stderr

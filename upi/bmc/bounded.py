@@ -6,18 +6,23 @@ it: a BMC sending one byte a second, or a body that never ends, would hold
 adapter mounted on sushy's session gives every request a deadline (a
 watchdog shuts the socket, from the connection's first byte to the answer's
 last), and reads at most MAX_ANSWER bytes of an answer, announced or sent.
+Given the BMC's `Link`, it also sends nothing that leaves the BMC's own
+origin (upi.bmc.origin): every request passes here, redirects included.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from upi.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from upi.bmc.origin import Link
 
 MAX_ANSWER = 16 * 1024 * 1024  # a Redfish resource is a few kB; a large collection well under 1 MiB
 DEADLINE_FACTOR = 2.0  # a request may take twice the BMC's timeout: one to answer, one to send it
@@ -59,8 +64,9 @@ class _HttpsPool(HTTPSConnectionPool):
 class BoundedAdapter(HTTPAdapter):
     """An HTTPAdapter whose every request ends within `deadline` seconds, answer at most `max_bytes`."""
 
-    def __init__(self, deadline: float, max_bytes: int | None = None) -> None:
+    def __init__(self, deadline: float, max_bytes: int | None = None, link: Link | None = None) -> None:
         self.deadline = deadline
+        self.link = link  # None: any origin (the answer is still bounded)
         # None: the module's cap, read now (so a test can lower it).
         self.max_bytes = MAX_ANSWER if max_bytes is None else max_bytes
         super().__init__()
@@ -72,7 +78,12 @@ class BoundedAdapter(HTTPAdapter):
 
     def send(self, request: Any, stream: bool = False, timeout: Any = None, verify: Any = True,
              cert: Any = None, proxies: Any = None) -> Any:
-        """Send, then read the whole answer within the deadline (raises AnswerRefused)."""
+        """Send, then read the whole answer within the deadline (raises AnswerRefused).
+
+        Raises OffOrigin, before connecting, for a URL away from the BMC's origin.
+        """
+        if self.link is not None:
+            self.link.check(request.url)
         with Watchdog(self.deadline) as dog:
             _current.dog = dog
             try:

@@ -102,29 +102,31 @@ def translated(target: Target, doing: str) -> Iterator[None]:
     from sushy import exceptions as sx
 
     from upi.bmc.bounded import AnswerRefused
+    from upi.bmc.origin import OffOrigin
 
     try:
         yield
-    except AnswerRefused as exc:
+    except (AnswerRefused, OffOrigin) as exc:
         raise BmcError(f"{target.where}: {exc} while {doing}") from None
     except sx.AccessError as exc:
         raise BmcError(f"{target.where}: refused the credentials in {target.credentials_file} "
                        f"(HTTP {exc.status_code}) while {doing}") from None
     except sx.ConnectionError as exc:
         cause = exc.__context__
-        if isinstance(cause, rq.SSLError):
-            raise BmcError(
-                f"{target.where}: TLS verification failed while {doing} ({_short(cause)}); give its "
-                "CA file as bmc.verify_tls, or set verify_tls: false to skip the check") from None
         if isinstance(cause, rq.Timeout):
             raise BmcError(f"{target.where}: no answer within {target.timeout:g} s while {doing} "
                            "(is the BMC network reachable from here?)") from None
-        raise BmcError(f"{target.where}: cannot connect while {doing} ({_short(cause or exc)})") from None
+        raise BmcError(f"{target.where}: {_connect_failure(cause or exc)} while {doing}{_hint(cause)}") \
+            from None
     except sx.HTTPError as exc:
-        detail = getattr(exc, "detail", None) or "no detail"
+        from upi.bmc.override import message_id
+
+        detail = str(getattr(exc, "detail", None) or "no detail")[:300]
         m = re.search(r"HTTP (\w+) (\S+) returned", str(exc))
         request = f" to {m.group(1)} {_path(m.group(2))}" if m else ""
-        raise BmcError(f"{target.where}: HTTP {exc.status_code}{request} while {doing}: {detail}") from None
+        mid = message_id(exc)
+        said = f"{detail} ({str(mid)[:80]})" if mid else detail
+        raise BmcError(f"{target.where}: HTTP {exc.status_code}{request} while {doing}: {said}") from None
     except sx.SushyError as exc:
         raise BmcError(f"{target.where}: {doing} failed: {exc}") from None
     except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as exc:
@@ -135,12 +137,57 @@ def translated(target: Target, doing: str) -> Iterator[None]:
                        f"({why})") from None
 
 
-def _short(exc: BaseException) -> str:
-    text = str(exc)
-    for mark in ("certificate verify failed", "Read timed out", "Connection refused", "timed out"):
-        if mark in text:
-            return mark
-    return text[:200]
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and what caused it, outermost first: requests wraps urllib3, which wraps the OSError."""
+    out: list[BaseException] = []
+    todo: list[BaseException | None] = [exc]
+    while todo and len(out) < 32:
+        e = todo.pop(0)
+        if e is None or any(e is seen for seen in out):
+            continue
+        out.append(e)
+        reason = getattr(e, "reason", None)
+        todo += [e.__cause__, e.__context__, reason if isinstance(reason, BaseException) else None,
+                 *(a for a in e.args if isinstance(a, BaseException))]
+    return out
+
+
+def _connect_failure(exc: BaseException) -> str:
+    """What went wrong, in the system's words (the errno text, the TLS alert), never a library's repr.
+
+    requests' own text ("HTTPSConnectionPool(host=..., port=...): Max retries
+    exceeded with url ... (Caused by NewConnectionError(...") names nothing the
+    admin did not already know and hides the cause in the middle.
+    """
+    import socket
+    import ssl
+
+    chain = _chain(exc)
+    for e in chain:
+        if isinstance(e, ssl.SSLCertVerificationError):
+            return f"TLS verification failed ({e.verify_message or e.reason or 'certificate refused'})"
+    for e in chain:
+        if isinstance(e, ssl.SSLError):
+            why = str(e.reason or "").replace("_", " ").lower() or (e.strerror or "").strip()
+            return f"TLS handshake failed ({why or 'no detail'})"
+    for e in chain:
+        if isinstance(e, socket.gaierror):
+            return f"cannot connect ({e.strerror or 'the host name does not resolve'})"
+    for e in chain:
+        if isinstance(e, OSError) and e.strerror:
+            return f"cannot connect ({e.strerror})"
+    return f"cannot connect ({type(chain[-1]).__name__})"
+
+
+def _hint(cause: BaseException | None) -> str:
+    import ssl
+
+    chain = _chain(cause) if cause is not None else []
+    if any(isinstance(e, ssl.SSLCertVerificationError) for e in chain):
+        return "; give its CA file as bmc.verify_tls, or set verify_tls: false to skip the check"
+    if any(isinstance(e, ssl.SSLError) for e in chain):
+        return " (is it an https:// Redfish service on that port?)"
+    return ""
 
 
 def _path(url: str) -> str:
@@ -155,20 +202,21 @@ class Redfish:
     def __init__(self, target: Target, credentials: Credentials) -> None:
         import sushy
         from sushy import auth
-        from sushy.connector import Connector
 
         from upi.bmc.bounded import DEADLINE_FACTOR, BoundedAdapter
+        from upi.bmc.origin import OriginConnector
 
         self.target = target
-        conn = Connector(target.address, verify=target.verify, default_request_timeout=target.timeout,
+        conn = OriginConnector(target.address, verify=target.verify, default_request_timeout=target.timeout,
                          connect_timeout=target.timeout,
                          # One try per request: a BMC that does not answer is reported, not retried.
                          server_side_retries=1, server_side_retries_delay=1)
-        # sushy has no hook for its requests session; the adapter bounds each request as a whole.
-        bounded = BoundedAdapter(target.timeout * DEADLINE_FACTOR)
+        # sushy has no hook for its requests session; the adapter bounds each request as a whole
+        # and sends none away from the BMC (its password goes with each).
+        bounded = BoundedAdapter(target.timeout * DEADLINE_FACTOR, link=conn.link)
         for scheme in ("https://", "http://"):
             conn._session.mount(scheme, bounded)
-        with translated(target, "connecting"):
+        with translated(target, "reading the service root"):
             self._root = sushy.Sushy(
                 target.address, auth=auth.BasicAuth(credentials.username, credentials.password),
                 connector=conn)
@@ -224,8 +272,13 @@ class Redfish:
         path = link.get("@odata.id") if isinstance(link, dict) else None
         if not path:
             return None
+        from upi.bmc.bounded import AnswerRefused
+        from upi.bmc.origin import OffOrigin
+
         try:
             value = self._get(path).get("SecureBootEnable")
+        except (AnswerRefused, OffOrigin):
+            raise  # a link away from the BMC, or a hostile answer, is an error, not "unknown"
         except Exception:  # noqa: BLE001 - a BMC without a readable SecureBoot resource: unknown
             return None
         return value if isinstance(value, bool) else None
@@ -259,26 +312,12 @@ class Redfish:
     def one_time_pxe(self) -> BootOverride:
         """Ask for one UEFI network boot at the next reset, then read back what the BMC stored.
 
-        The PATCH goes to the settings object when one is advertised, with the
-        ETag as If-Match (sushy); the mode is sent only where the resource has
-        one. Raises BmcError when the read-back does not show the network target.
+        Where it goes, with which ETag, and what each firmware answers: upi.bmc.override.
+        Raises BmcError when the read-back does not show the network target.
         """
-        import sushy
+        from upi.bmc.override import set_one_time_pxe
 
-        t = self.target
-        with translated(t, "setting a one-time network boot"):
-            doc = self._fresh()
-            has_mode = "BootSourceOverrideMode" in (doc.get("Boot") or {})
-            self._system.set_system_boot_options(
-                target=sushy.BootSource.PXE, enabled=sushy.BootSourceOverrideEnabled.ONCE,
-                mode=sushy.BootSourceOverrideMode.UEFI if has_mode else None)
-        with translated(t, "reading back the boot override"):
-            got = self.state().override
-        if got.target != PXE or (has_mode and got.mode not in (None, UEFI)):
-            raise BmcError(f"{t.where}: asked for a one-time UEFI network boot, but the BMC kept "
-                           f"target={got.target} mode={got.mode}: the change was dropped (a settings "
-                           "object without a matching ETag drops it silently)")
-        return got
+        return set_one_time_pxe(self)
 
     def close(self) -> None:
         """End the session (basic auth holds no server state; the HTTP pool is released)."""

@@ -71,7 +71,10 @@ def _check_server(server: str, where: object) -> None:
             reason = f"port {port} is not 1-65535"
         else:
             return
-    raise UsageError(f"{where}: server {server[:200]!r} is not a URL upi can use ({reason})")
+    from upi.redact import hide_userinfo
+
+    raise UsageError(f"{where}: server {hide_userinfo(server)[:200]!r} is not a URL upi can use "
+                     f"({hide_userinfo(reason)})")
 
 
 def connect(kubeconfig: Path | None, *, timeout: float = 10.0) -> Connection:
@@ -87,7 +90,9 @@ def connect(kubeconfig: Path | None, *, timeout: float = 10.0) -> Connection:
         raise UsageError(f"{where}: insecure-skip-tls-verify is set; upi approves certificates "
                          "only over a verified connection")
     if not server.startswith("https://"):
-        raise UsageError(f"{where}: server {server[:200]!r} is not https://")
+        from upi.redact import hide_userinfo
+
+        raise UsageError(f"{where}: server {hide_userinfo(server)[:200]!r} is not https://")
     _check_server(server, where)
     try:
         http = http_client(config, ConnectionParams(timeout=httpx2.Timeout(timeout)))

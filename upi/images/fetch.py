@@ -183,13 +183,23 @@ def _chunks(resp: object, where: str) -> Iterator[bytes]:
 
 def source_for(value: str) -> DirSource | HttpSource:
     """`--from`: an http(s):// URL or an existing directory (anything else is exit 2)."""
-    scheme = urlsplit(value).scheme.lower()
+    from upi.redact import has_userinfo, hide_userinfo
+
+    safe = repr(hide_userinfo(value))  # the password a URL holds is never printed
+    try:
+        scheme, host = urlsplit(value).scheme.lower(), urlsplit(value).hostname
+    except ValueError:
+        raise UsageError(f"--from {safe}: not a URL upi can read") from None
     if scheme in ("http", "https"):
-        if not urlsplit(value).hostname:
-            raise UsageError(f"--from {value!r}: the URL names no host")
+        if has_userinfo(value):
+            raise UsageError(f"--from {safe}: a user or password in the URL is refused (upi "
+                             "names the mirror in its messages); serve the files without credentials "
+                             "or download them into a directory")
+        if not host:
+            raise UsageError(f"--from {safe}: the URL names no host")
         return HttpSource(value)
     if scheme and len(scheme) > 1:
-        raise UsageError(f"--from {value!r}: only http:// and https:// mirrors, or a directory")
+        raise UsageError(f"--from {safe}: only http:// and https:// mirrors, or a directory")
     path = Path(value).expanduser()
     if not path.is_dir():
         raise UsageError(f"--from {shown(path)}: not a directory (nor an http(s):// URL); "

@@ -17,6 +17,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, Field, Strict, WithJsonSchema
 
+from upi.redact import has_userinfo, hide_userinfo
+
 _MAC = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _DOMAIN_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.IGNORECASE)
@@ -37,6 +39,8 @@ OWN_KERNEL_ARGS = ("coreos.inst.ignition_url", "coreos.inst.install_dev", "coreo
                    "coreos.inst.image_url", "coreos.inst", "initrd", "BOOT_IMAGE")
 # A Redfish resource id: one URL path segment (AMI uses `Self`, others a UUID or a serial).
 _REDFISH_ID = re.compile(r"[A-Za-z0-9._~-]{1,128}")
+# A BMC address's host and port: a name, an IPv4 address or a bracketed IPv6 one, then :PORT.
+_BMC_NETLOC = re.compile(r"(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 # A block device: /dev/sda, /dev/nvme0n1, /dev/disk/by-path/pci-0000:00:1f.2-ata-1.
 _DEVICE = re.compile(r"/dev/[A-Za-z0-9._:+@-]+(/[A-Za-z0-9._:+@-]+)*")
 # Characters refused in any path: `,` is a sub-option separator in dnsmasq
@@ -172,25 +176,26 @@ def _net(value: object) -> ipaddress.IPv4Network:
 
 def _url_parts(value: str, what: str) -> tuple[str, str]:
     """(scheme, path) of an http(s) URL that is safe to write into a config file."""
+    shown = _shown(hide_userinfo(value))  # a message never shows a password the URL holds
+    if has_userinfo(value):
+        raise ValueError(
+            f"{shown}: a user or password in the URL would be copied into world-readable "
+            "boot files and logs; serve the files without credentials"
+        )
     if not _fullmatch(_ARTIFACT, value):
         raise ValueError(
-            f"{_shown(value)} is not {what}: only letters, digits and . _ ~ / % + = : @ - "
+            f"{shown} is not {what}: only letters, digits and . _ ~ / % + = : @ - "
             "(no spaces, quotes, ; & $ ? # or line breaks: it is written into boot files)"
         )
     try:
         url = urlsplit(value)
         port = url.port
     except ValueError as exc:
-        raise ValueError(f"{_shown(value)} is not {what} ({exc})") from None
+        raise ValueError(f"{shown} is not {what} ({hide_userinfo(str(exc))})") from None
     if url.scheme not in ("http", "https") or not url.hostname or "@" in url.netloc:
-        if "@" in url.netloc:
-            raise ValueError(
-                f"{_shown(value)}: a user or password in the URL would be copied into world-readable "
-                "boot files and logs; serve the files without credentials"
-            )
-        raise ValueError(f"{_shown(value)} is not {what} (want http://HOST[:PORT]/...)")
+        raise ValueError(f"{shown} is not {what} (want http://HOST[:PORT]/...)")
     if port == 0:
-        raise ValueError(f"{_shown(value)} is not {what} (port 0)")
+        raise ValueError(f"{shown} is not {what} (port 0)")
     return url.scheme, url.path
 
 
@@ -200,12 +205,26 @@ def _http_url(value: str) -> str:
 
 
 def _redfish_url(value: str) -> str:
-    scheme, path = _url_parts(value, "a Redfish address (https://HOST[:PORT])")
-    if scheme != "https":
-        raise ValueError(f"{_shown(value)}: a BMC is reached over https:// only (its password "
-                         "travels with every request)")
-    if path.strip("/"):
-        raise ValueError(f"{_shown(value)}: name the BMC only (https://HOST[:PORT]); upi finds "
+    # Its own rules, not a boot-file URL's: the address goes into no file, only to requests.
+    shown = _shown(hide_userinfo(value))
+    want = "write https://HOST or https://HOST:PORT, HOST a name or an IP address ([IPv6])"
+    if has_userinfo(value):
+        raise ValueError(f"{shown}: a user or password in the URL is refused (messages and logs "
+                         "name the BMC by its address); put them in bmc.credentials_file")
+    try:
+        url = urlsplit(value)
+        port = url.port
+    except ValueError:
+        raise ValueError(f"{shown} is not a BMC address ({want})") from None
+    if url.scheme == "http":
+        raise ValueError(f"{shown}: a BMC is reached over https:// only (its password travels "
+                         "with every request)")
+    if url.scheme != "https" or not value.isascii() or not _BMC_NETLOC.fullmatch(url.netloc):
+        raise ValueError(f"{shown} is not a BMC address ({want})")
+    if port == 0:
+        raise ValueError(f"{shown} is not a BMC address (port 0; {want})")
+    if url.path.strip("/") or url.query or url.fragment or "?" in value or "#" in value:
+        raise ValueError(f"{shown}: name the BMC only (https://HOST[:PORT]); upi finds "
                          "/redfish/v1 itself")
     return value.rstrip("/")
 
