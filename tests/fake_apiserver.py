@@ -10,7 +10,7 @@ manager, 409 on a conflict with another manager unless force, a no-op apply
 leaves resourceVersion alone), the /status subresource (writes to the main
 resource leave status untouched, and the other way round), pod logs.
 
-Every object written to a kind that has a CRD in ../shared/data/gpu/ is
+Every object written to a kind that has a CRD in tests/data/ is
 validated against the real schema first (tests/kube_schema.py): an unknown
 field or a wrong type is a 422 Invalid, as the real server answers, and is
 recorded in `schema_violations` so a test can also assert none happened.
