@@ -483,6 +483,7 @@ class FakeGpuCluster:
             labels["nvidia.com/gpu.product"] = f"{sim.product}-MIG-{profile.removeprefix('all-')}"
 
     def _mig_manager_pod(self, ns: str, node: str, profile: str) -> None:
+        # Labelled as gpu-operator assets/state-mig-manager/0600_daemonset.yaml labels its pods.
         name = f"nvidia-mig-manager-{node}"
         if self.api.get("v1", "Pod", name, ns) is None:
             self.api.put({

@@ -132,6 +132,16 @@ def test_a_success_log_that_the_command_prints_passes(runner, tmp_path: Path,
     assert {p["spec"]["containers"][0]["command"][0] for p in pods} == {"nvidia-smi"}
 
 
+def test_a_validation_command_the_image_lacks_is_named(runner, tmp_path: Path,
+                                                       cluster: FakeGpuCluster) -> None:
+    extra = "gpu:\n  validation: {command: [nvidia-smii]}\n"
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, extra), cluster, "--json"))
+    assert result.exit_code == 1, result.output
+    row = json.loads(result.stdout)["nodes"][0]
+    assert row["problem"].endswith(' Failed (StartError: exec: "nvidia-smii": executable file not found in '
+                                   "$PATH); its log lacks 'Test PASSED'")
+
+
 def test_a_validation_image_the_registry_lacks_is_named(runner, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import upi.gpu.verify

@@ -205,7 +205,18 @@ def _judge(kube: Kube, inv: Inventory, result: NodeResult, name: str, namespace:
         result.validation = "passed"
     else:
         result.validation = "failed"
-        result.problem = f"validation pod {name} {done['status']['phase']}; its log lacks {success!r}"
+        result.problem = (f"validation pod {name} {done['status']['phase']}{_ended(done)}; "
+                          f"its log lacks {success!r}")
+
+
+def _ended(pod: Obj) -> str:
+    """` (Reason: message)` of a container that did not run its command (StartError: not in the image)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        done = ((status if isinstance(status, dict) else {}).get("state") or {}).get("terminated") or {}
+        if done.get("reason") not in (None, "Completed", "Error"):
+            said = f": {done['message']}" if done.get("message") else ""
+            return f" ({done['reason']}{said})"
+    return ""
 
 
 def _passed_at(value: object) -> bool:
