@@ -97,9 +97,7 @@ class FakeGpuCluster:
         self.nodes = {n.name: n for n in nodes}
         self.version = version
         self.registry_storage = True
-        self.driver_toolkit = True
         self.csv_succeeds = {"nfd": True, "gpu-operator-certified": True}
-        self.catalogs_ready = True
         self.approved_plans: list[str] = []
         self.validation_pods: list[Obj] = []
         self.most_validation_pods_at_once = 0  # upi's validation pods seen together in one tick
