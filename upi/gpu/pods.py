@@ -3,7 +3,10 @@
 The GPU Operator's driver pods are found by `app.kubernetes.io/component=nvidia-driver`,
 the one label they carry in every mode: with the Driver Toolkit (OpenShift's
 default) the operator renames the DaemonSet and its `app` label per RHCOS build
-(`nvidia-driver-daemonset-<rhcos>`), so `app=nvidia-driver-daemonset` finds no pod.
+(`nvidia-driver-daemonset-<rhcos>`), so `app=nvidia-driver-daemonset` finds no pod;
+with the NVIDIADriver CRD it is `<nvidiadriver name>-<hash>` (NVIDIA/gpu-operator
+controllers/object_controls.go transformOpenShiftDriverToolkitContainer;
+internal/state/testdata/golden/driver-openshift-drivertoolkit.yaml).
 With the Driver Toolkit the build runs in `openshift-driver-toolkit-ctr` and the
 load in `nvidia-driver-ctr`; without it `nvidia-driver-ctr` does both.
 """
