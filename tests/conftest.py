@@ -9,7 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import repo_guard
 from typer.testing import CliRunner
+
+# Watch the reference data beside the repository from the first import on: a test that
+# reads it would pass here and fail from a clone (tests/repo_guard.py, tests/data/).
+repo_guard.install()
 
 ROOT = Path(__file__).resolve().parent.parent
 INVENTORIES = ROOT / "inventories"
@@ -36,6 +41,44 @@ def require_root(what: str) -> None:
         if IN_CI:
             pytest.fail(f"{what} needs root")
         pytest.skip(f"{what} needs root")
+
+
+_reads_reported = 0
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Reads while importing test modules belong to no test: pytest_sessionfinish reports them.
+    global _reads_reported
+    _reads_reported = len(repo_guard.READS)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """Fail the phase (setup, call, teardown) of a test that opened the reference data beside the repo."""
+    global _reads_reported
+    report: pytest.TestReport = yield
+    if len(repo_guard.READS) > _reads_reported:
+        new = repo_guard.READS[_reads_reported:]
+        _reads_reported = len(repo_guard.READS)
+        if not report.failed:
+            report.outcome = "failed"
+            report.longrepr = _shared_reads_message(new)
+    return report
+
+
+def _shared_reads_message(reads: list[str]) -> str:
+    names = sorted({os.path.relpath(p, repo_guard.SHARED.parent) for p in reads})
+    return (f"read outside the repository ({', '.join(names)}): a clone has no ../shared; "
+            "use the facts in tests/data/ (tests/data/extract.py writes them)")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # Reads at import or collection time belong to no test: fail the session for them.
+    if repo_guard.READS and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(_shared_reads_message(repo_guard.READS), red=True)
 
 
 @pytest.fixture

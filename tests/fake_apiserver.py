@@ -10,10 +10,17 @@ manager, 409 on a conflict with another manager unless force, a no-op apply
 leaves resourceVersion alone), the /status subresource (writes to the main
 resource leave status untouched, and the other way round), pod logs.
 
-Every object written to a kind that has a CRD in ../shared/data/gpu/ is
+Every object written to a kind that has a CRD in tests/data/ is
 validated against the real schema first (tests/kube_schema.py): an unknown
 field or a wrong type is a 422 Invalid, as the real server answers, and is
 recorded in `schema_violations` so a test can also assert none happened.
+Core kinds are held to the server's own rules (tests/kube_core.py): every
+object's metadata, a Pod's containers, resources and immutable spec, a
+Node's taints; a controller's writes are checked the same way.
+
+A kind whose CRD an operator brings is not served until the operator is
+installed (`withhold`, then `serve`): until then its URLs answer 404, as a
+real server answers for a resource it does not know.
 
 Controllers (tests/fake_gpu.py) act on the store in-process through
 `get`/`put`/`set_status`, and are called after every write.
@@ -37,6 +44,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 from fake_kube import Tamper, send_tampered, status
+from kube_core import core_errors
 from kube_schema import has_schema, schema_errors
 from kube_tls import serve_tls
 
@@ -157,6 +165,7 @@ class FakeApiServer:
         self.controller_errors: list[str] = []
         self.requests: list[tuple[str, str, str]] = []  # (method, path, content type)
         self.controllers: list[Callable[[], None]] = []
+        self.unserved: set[Kind] = set()  # CRD kinds not installed yet: their URLs are 404
         # Misbehaviour on demand, as in tests/fake_kube.py: raw bytes instead of the answer.
         self.tamper: Tamper | None = None
         self.closed = False
@@ -199,6 +208,17 @@ class FakeApiServer:
             finally:
                 self._in_controllers = False
 
+    def withhold(self, api_version: str, kind: str) -> None:
+        """Stop serving a kind (its CRD is not installed yet)."""
+        self.unserved.add(self.kind(api_version, kind))
+
+    def serve(self, group: str, plural: str) -> bool:
+        """Serve the kind of the CRD `<plural>.<group>` once installed; whether the kind is one of ours."""
+        found = [k for k in KINDS if (k.group, k.plural) == (group, plural)]
+        with self.lock:
+            self.unserved.difference_update(found)
+        return bool(found)
+
     # --- the store (controllers and tests) ----------------------------------------
     @staticmethod
     def kind(api_version: str, kind: str) -> Kind:
@@ -224,8 +244,8 @@ class FakeApiServer:
         meta = obj.setdefault("metadata", {})
         key = (k, meta.get("namespace", "") if k.namespaced else "", meta["name"])
         with self.lock:
-            self._validate(k, obj)
             old = self.objects.get(key)
+            self._validate(k, obj, old)
             self._store(key, obj, old, manager)
             return copy.deepcopy(self.objects[key])
 
@@ -235,7 +255,7 @@ class FakeApiServer:
             key = (self.kind(api_version, kind), namespace, name)
             obj = copy.deepcopy(self.objects[key])
             obj["status"] = st
-            self._validate(key[0], obj)  # an operator's status must fit the schema too
+            self._validate(key[0], obj, self.objects[key])  # an operator's status must fit the schema too
             self._store(key, obj, self.objects[key], "fake-controller")
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str = "") -> None:
@@ -246,13 +266,15 @@ class FakeApiServer:
             if obj is not None:
                 self._event(key[0], "DELETED", obj)
 
-    def _validate(self, k: Kind, obj: Obj) -> None:
+    def _validate(self, k: Kind, obj: Obj, old: Obj | None = None) -> None:
+        errors = core_errors(k.kind, obj, old)
         if has_schema(k.api_version, k.kind):
-            errors = schema_errors(obj)
-            if errors:
-                text = f'{k.kind}.{k.group} "{obj["metadata"].get("name")}" is invalid: ' + "; ".join(errors)
-                self.schema_violations.append(text)
-                raise SchemaRejected(text)
+            errors += schema_errors(obj)
+        if errors:
+            what = f"{k.kind}.{k.group}" if k.group else k.kind
+            text = f'{what} "{obj["metadata"].get("name")}" is invalid: ' + "; ".join(errors)
+            self.schema_violations.append(text)
+            raise SchemaRejected(text)
 
     def _store(self, key: tuple[Kind, str, str], obj: Obj, old: Obj | None, manager: str) -> bool:
         meta = obj["metadata"]
@@ -400,7 +422,7 @@ class FakeApiServer:
         elif k.status_subresource and old is None and sub != "status":
             new.pop("status", None)
         try:
-            self._validate(k, new)
+            self._validate(k, new, old)
         except SchemaRejected as exc:
             return 422, status(422, "Invalid", str(exc))
         self._store(key, new, old, manager)
@@ -481,6 +503,7 @@ def _parse_path(path: str) -> tuple[Kind, str, str | None, str | None] | None:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
+    unknown = False  # the last request named a kind that is not served
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's signature
         pass
@@ -505,11 +528,23 @@ class _Handler(BaseHTTPRequestHandler):
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
         with self.fake.lock:
             self.fake.requests.append((self.command, url.path, self.headers.get("Content-Type", "")))
-        return _parse_path(url.path), q
+            route = _parse_path(url.path)
+            self.unknown = route is not None and route[0] in self.fake.unserved
+        return (None if self.unknown else route), q
+
+    def _not_served(self) -> bool:
+        """A kind whose CRD is not installed: 404 for every verb, as the real server answers."""
+        if self.unknown:
+            self._body()  # read it, or the next request on this connection starts inside it
+            self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
+            return True
+        return False
 
     def _named(self) -> tuple[tuple[Kind, str, str, str | None] | None, dict[str, str]]:
-        """The route of a request that must name an object; None (405 sent) when it does not."""
+        """The route of a request that must name an object; None (404 or 405 sent) when it does not."""
         route, q = self._route()
+        if self._not_served():
+            return None, q
         if route is None or route[2] is None:
             self._send(405, status(405, "MethodNotAllowed", "the server does not allow this method"))
             return None, q
@@ -577,15 +612,15 @@ class _Handler(BaseHTTPRequestHandler):
                 )
                 return
             text = self.fake.pod_logs.get((ns, name, container))
+            statuses = (pod.get("status") or {}).get("containerStatuses") or []
+            waiting = next((((s.get("state") or {}).get("waiting") or {}).get("reason")
+                            for s in statuses if s.get("name") == container), None)
         if text is None:
-            self._send(
-                400,
-                status(
-                    400,
-                    "BadRequest",
-                    f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating',
-                ),
-            )
+            # kubelet's words (pkg/kubelet/kubelet_pods.go validateContainerLogStatus).
+            why = ("trying and failing to pull image" if waiting in ("ErrImagePull", "ImagePullBackOff")
+                   else "ContainerCreating")
+            said = f'container "{container}" in pod "{name}" is waiting to start: {why}'
+            self._send(400, status(400, "BadRequest", said))
             return
         lines = text.splitlines(keepends=True)
         if q.get("tailLines"):
@@ -633,6 +668,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self._tampered():
             return
         route, _ = self._route()
+        if self._not_served():
+            return
         if route is None or route[2] is not None:
             self._send(405, status(405, "MethodNotAllowed", "the server does not allow this method"))
             return

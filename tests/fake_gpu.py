@@ -1,8 +1,12 @@
 """Fake GPU day-2 operators: what NFD, OLM and the NVIDIA GPU Operator do to a cluster.
 
-This is a fake, not a mock: it implements the operators' documented behaviour
-(../shared/reference/gpu-day2.md) against the objects in the fake API server,
-so upi's flow meets the same state changes a real cluster would show.
+This is a fake, not a mock: it implements the operators' behaviour against the
+objects in the fake API server, so upi's flow meets the same state changes a
+real cluster would show. Sources: NVIDIA's OpenShift GPU Operator docs
+(install-nfd, install-gpu-ocp, troubleshooting-gpu-ocp); OLM's
+operator-framework/operator-lifecycle-manager; NVIDIA/gpu-operator for the
+driver pods (tests/fake_driver.py); what validation images print
+(tests/fake_images.py). The CSVs are the real ones' facts (tests/data/).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import fake_driver
+import fake_images
 import yaml
 from fake_apiserver import FakeApiServer, Obj, now
 from kube_schema import csv as real_csv
@@ -49,15 +55,10 @@ OLM = "operators.coreos.com/v1alpha1"
 MARKETPLACE = "openshift-marketplace"
 NVIDIA_PCI = {"class": "0302", "vendor": "10de", "device": "2330"}
 MELLANOX_PCI = {"class": "0207", "vendor": "15b3", "device": "101d"}
-VECTORADD_LOG = (
-    "[Vector addition of 50000 elements]\nCopy input data from the host memory to the CUDA device\n"
-    "CUDA kernel launch with 196 blocks of 256 threads\nCopy output data from the CUDA device "
-    "to the host memory\nTest PASSED\nDone\n"
-)
-DRIVER_LOAD_FAIL = (
-    "+ modprobe nvidia\nmodprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"
-    "nvidia: module verification failed: not signed by a key that is trusted by the kernel\n"
-)
+# What modprobe prints when Secure Boot refuses the unsigned module (in nvidia-driver-ctr's log).
+DRIVER_LOAD_FAIL = "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"
+RHCOS = "416.94.202406251923-0"  # the nodes' RHCOS build (NFD's OSTREE_VERSION label)
+DTK_IMAGE = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "5e" * 32
 REGISTRY_STALL = (
     "Waiting for the build-dockercfg secret of serviceaccount nvidia-driver in nvidia-gpu-operator\n"
     "OpenShift DriverToolkit was requested but could not be enabled: image registry has no storage\n"
@@ -73,10 +74,13 @@ class SimNode:
     ready: bool = True
     secure_boot: bool = False
     allocatable_gpus: int | None = None  # None: every GPU is offered
-    validation_fails: str | None = None  # the pod's log when it fails
-    driver_log: str | None = None  # the driver container's log when the driver fails (build or load)
+    validation_fails: str | None = None  # what a CUDA program prints here when CUDA cannot start
+    build_error: str | None = None  # the driver build fails with this compiler output
+    load_error: str | None = None  # the built driver fails to load with this modprobe output
+    driver_image_pull: bool = False  # the driver image cannot be pulled on this node
     mig_fails: bool = False  # the MIG manager cannot apply the node's layout
     validation_hangs: bool = False  # the validation image cannot be pulled on this node
+    rhcos: str = RHCOS
     product: str = "NVIDIA-H100-80GB-HBM3"
     devices: list[dict[str, str]] = field(default_factory=list)
 
@@ -93,9 +97,7 @@ class FakeGpuCluster:
         self.nodes = {n.name: n for n in nodes}
         self.version = version
         self.registry_storage = True
-        self.driver_toolkit = True
         self.csv_succeeds = {"nfd": True, "gpu-operator-certified": True}
-        self.catalogs_ready = True
         self.approved_plans: list[str] = []
         self.validation_pods: list[Obj] = []
         self.most_validation_pods_at_once = 0  # upi's validation pods seen together in one tick
@@ -104,6 +106,9 @@ class FakeGpuCluster:
         self._mig_lag: dict[str, int] = {}
         self.mig_lag = 0  # controller runs before the MIG manager notices a changed profile
         self._seed()
+        # The operators' CRDs exist only once OLM has run their InstallPlans.
+        self.api.withhold("nfd.openshift.io/v1", "NodeFeatureDiscovery")
+        self.api.withhold("nvidia.com/v1", "ClusterPolicy")
         self.api.controllers += [self._olm, self._nfd, self._gpu_operator, self._pods]
 
     def start(self) -> FakeGpuCluster:
@@ -147,7 +152,10 @@ class FakeGpuCluster:
                 "apiVersion": "image.openshift.io/v1",
                 "kind": "ImageStream",
                 "metadata": {"name": "driver-toolkit", "namespace": "openshift"},
-                "spec": {"tags": [{"name": "latest"}]},
+                # One tag per RHCOS build, as the release payload ships it (gpu-operator
+                # controllers/object_controls.go ocpHasDriverToolkitImageStream reads them).
+                "spec": {"tags": [{"name": t, "from": {"kind": "DockerImage", "name": DTK_IMAGE}}
+                                  for t in sorted({*(n.rhcos for n in self.nodes.values()), "latest"})]},
             }
         )
         for source in ("redhat-operators", "certified-operators"):
@@ -228,6 +236,9 @@ class FakeGpuCluster:
                     OLM, "InstallPlan", plan["metadata"]["name"], ns, {**plan["status"], "phase": "Complete"}
                 )
                 self._install_csv(spec["name"], plan["spec"]["clusterServiceVersionNames"][0], ns)
+                for crd in real_csv(spec["name"])["spec"]["customresourcedefinitions"]["owned"]:
+                    plural, _, group = crd["name"].partition(".")
+                    self.api.serve(group, plural)  # the plan created the CSV's CRDs
         for csv in self.api.list(OLM, "ClusterServiceVersion"):
             self._progress_csv(csv)
 
@@ -245,6 +256,16 @@ class FakeGpuCluster:
             None,
         )
         problem = None
+        state = ((source or {}).get("status") or {}).get("connectionState", {}).get("lastObservedState")
+        if source is not None and state != "READY":
+            # OLM resolves nothing from an unhealthy catalog: it says so and makes no InstallPlan
+            # (operator-lifecycle-manager pkg/controller/operators/catalog/subscription/reconciler.go,
+            # catalogHealthReconciler.updateHealth).
+            where = f"{spec['sourceNamespace']}/{spec['source']}"
+            self._condition(sub, {"type": "CatalogSourcesUnhealthy", "status": "True",
+                                  "reason": "UnhealthyCatalogSourceFound",
+                                  "message": f"targeted catalogsource {where} unhealthy"})
+            return
         if source is None:
             problem = f"catalogsource {spec['sourceNamespace']}/{spec['source']} not found"
         elif pkg is None or channel is None:
@@ -258,14 +279,7 @@ class FakeGpuCluster:
                 "reason": "ConstraintsNotSatisfiable",
                 "message": problem,
             }
-            if (sub.get("status") or {}).get("conditions") != [cond]:
-                self.api.set_status(
-                    OLM,
-                    "Subscription",
-                    sub["metadata"]["name"],
-                    ns,
-                    {"conditions": [cond], "lastUpdated": now()},
-                )
+            self._condition(sub, cond)
             return
         assert channel is not None
         csv_name = spec.get("startingCSV") or channel["currentCSV"]
@@ -310,6 +324,12 @@ class FakeGpuCluster:
                 "lastUpdated": now(),
             },
         )
+
+    def _condition(self, sub: Obj, cond: Obj) -> None:
+        if (sub.get("status") or {}).get("conditions") != [cond]:
+            meta = sub["metadata"]
+            self.api.set_status(OLM, "Subscription", meta["name"], meta["namespace"],
+                                {"conditions": [cond], "lastUpdated": now()})
 
     def _install_csv(self, package: str, name: str, ns: str) -> None:
         doc = real_csv(package)
@@ -373,7 +393,9 @@ class FakeGpuCluster:
         for nfd in self.api.list("nfd.openshift.io/v1", "NodeFeatureDiscovery"):
             config = (nfd["spec"].get("workerConfig") or {}).get("configData")
             for sim in self.nodes.values():
-                self._label(sim.name, nfd_labels(config, sim.devices))
+                # nfd-worker's system source publishes os-release's OSTREE_VERSION on RHCOS.
+                found = nfd_labels(config, sim.devices)
+                self._label(sim.name, {**found, fake_driver.OSTREE_LABEL: sim.rhcos})
 
     def _label(self, name: str, labels: dict[str, str], allocatable: dict[str, str] | None = None) -> None:
         node = self.api.get("v1", "Node", name)
@@ -404,9 +426,7 @@ class FakeGpuCluster:
             labels = node["metadata"].get("labels") or {}
             if not any(labels.get(k) == "true" for k in PCI_FORMS):
                 continue
-            log = self._driver_log(sim)
-            self._driver_pod(ns, sim.name, log)
-            if log is not None:
+            if not self._driver_pod(ns, policy, sim, labels.get(fake_driver.OSTREE_LABEL)):
                 ok = False
                 continue
             count = sim.gpus if sim.allocatable_gpus is None else sim.allocatable_gpus
@@ -461,12 +481,15 @@ class FakeGpuCluster:
             labels["nvidia.com/gpu.product"] = f"{sim.product}-MIG-{profile.removeprefix('all-')}"
 
     def _mig_manager_pod(self, ns: str, node: str, profile: str) -> None:
+        # Labelled as gpu-operator assets/state-mig-manager/0600_daemonset.yaml labels its pods.
         name = f"nvidia-mig-manager-{node}"
         if self.api.get("v1", "Pod", name, ns) is None:
             self.api.put({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "namespace": ns, "labels": {"app": "nvidia-mig-manager"}},
-                "spec": {"nodeName": node, "containers": [{"name": "nvidia-mig-manager"}]},
+                "spec": {"nodeName": node, "containers": [
+                    {"name": "nvidia-mig-manager",
+                     "image": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0"}]},
                 "status": {"phase": "Running"},
             })
         self.api.pod_logs[(ns, name, "nvidia-mig-manager")] = (
@@ -474,41 +497,41 @@ class FakeGpuCluster:
             "Error: unable to reset GPU 0000:1b:00.0: In use by another client\n"
             "Changing the 'nvidia.com/mig.config.state' node label to 'failed'\n")
 
-    def _driver_log(self, sim: SimNode) -> str | None:
+    def _os_tag(self) -> str:
+        # The driver image's tag suffix by release (NVIDIA's OpenShift docs).
         major, minor = (int(x) for x in self.version.split(".")[:2])
-        if (major, minor) >= (4, 15) and not self.registry_storage:
-            return REGISTRY_STALL
-        if sim.secure_boot:
-            return DRIVER_LOAD_FAIL
-        return sim.driver_log
+        return f"rhcos{major}.{minor}" if (major, minor) <= (4, 18) else "rhel9.6"
 
-    def _driver_pod(self, ns: str, node: str, failure: str | None) -> None:
-        name = f"nvidia-driver-daemonset-416.94.202406-{node}"
-        phase = "Running"
+    def _stalled(self) -> str | None:
+        major, minor = (int(x) for x in self.version.split(".")[:2])
+        return REGISTRY_STALL if (major, minor) >= (4, 15) and not self.registry_storage else None
+
+    def _driver_pod(self, ns: str, policy: Obj, sim: SimNode, rhcos: str | None) -> bool:
+        """The node's driver pod, as the operator's DaemonSet makes it; whether its driver is loaded."""
+        requested = ((policy["spec"].get("operator") or {}).get("use_ocp_driver_toolkit")) is True
+        stream = self.api.get("image.openshift.io/v1", "ImageStream", "driver-toolkit", "openshift")
+        tags = {t["name"] for t in ((stream or {}).get("spec") or {}).get("tags") or []}
+        dtk = requested and rhcos is not None and rhcos in tags
+        csv = next(c for c in self.api.list(OLM, "ClusterServiceVersion", ns)
+                   if c["metadata"]["name"].startswith("gpu-operator-certified."))
+        image = fake_driver.driver_image(policy, csv["spec"]["relatedImages"], self._os_tag())
+        ds = fake_driver.daemonset(ns, rhcos if dtk else None, image, DTK_IMAGE if dtk else None)
+        if self.api.get("apps/v1", "DaemonSet", ds["metadata"]["name"], ns) is None:
+            self.api.put(ds)
+        ds = self.api.get("apps/v1", "DaemonSet", ds["metadata"]["name"], ns) or ds
+        pod = fake_driver.pod_for(ds, sim.name)
+        name = pod["metadata"]["name"]
+        load_error = DRIVER_LOAD_FAIL if sim.secure_boot else sim.load_error
+        st, logs = fake_driver.run(pod, build_error=sim.build_error, load_error=load_error,
+                                   image_pull_fails=sim.driver_image_pull, stalled=self._stalled())
         if self.api.get("v1", "Pod", name, ns) is None:
-            self.api.put(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {"name": name, "namespace": ns, "labels": {"app": "nvidia-driver-daemonset"}},
-                    "spec": {
-                        "nodeName": node,
-                        "containers": [
-                            {"name": "nvidia-driver-ctr"},
-                            {"name": "openshift-driver-toolkit-ctr"},
-                        ],
-                    },
-                    "status": {
-                        "phase": phase,
-                        "containerStatuses": [{"name": "nvidia-driver-ctr", "ready": failure is None}],
-                    },
-                }
-            )
-        ok_log = "Loading NVIDIA driver kernel modules...\nDone, now waiting for signal\n"
-        self.api.pod_logs[(ns, name, "nvidia-driver-ctr")] = failure or ok_log
-        self.api.pod_logs[(ns, name, "openshift-driver-toolkit-ctr")] = (
-            failure if failure == REGISTRY_STALL else "driver-toolkit: build done\n"
-        )
+            self.api.put(pod)
+        current = self.api.get("v1", "Pod", name, ns) or {}
+        if current.get("status") != st:
+            self.api.set_status("v1", "Pod", name, ns, st)
+        for container, text in logs.items():
+            self.api.pod_logs[(ns, name, container)] = text
+        return all(s["ready"] for s in st["containerStatuses"])
 
     # --- the pod runner ----------------------------------------------------------------
     def _pods(self) -> None:
@@ -518,6 +541,8 @@ class FakeGpuCluster:
         for pod in pods:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Running"):
                 continue
+            if pod["metadata"].get("ownerReferences"):
+                continue  # a DaemonSet's pod: the operator fake runs it (_driver_pod)
             self._run(pod)
 
     def _run(self, pod: Obj) -> None:
@@ -546,46 +571,38 @@ class FakeGpuCluster:
             if (pod.get("status") or {}) != st:
                 self.api.set_status("v1", "Pod", meta["name"], meta["namespace"], st)
             return
-        container = spec["containers"][0]["name"]
-        if sim.validation_hangs:
-            image = spec["containers"][0].get("image", "")
+        c = spec["containers"][0]
+        container, image = c["name"], c.get("image", "")
+        try:
+            out = fake_images.run(image, c.get("command"), gpus=wants, cuda_error=sim.validation_fails,
+                                  gpu_name=((node.get("metadata") or {}).get("labels") or {}).get(
+                                      "nvidia.com/gpu.product", sim.product).replace("-", " "))
+        except fake_images.UnsupportedCommand as exc:
+            self.api.controller_errors.append(str(exc))
+            return
+        if sim.validation_hangs or not out.pulled:
+            # kubelet retries the pull with a back-off: ErrImagePull, then ImagePullBackOff.
+            message = out.message or f'Back-off pulling image "{image}"'
             st = {"phase": "Pending",
                   "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady",
                                   "message": f"containers with unready status: [{container}]"}],
                   "containerStatuses": [{"name": container, "ready": False, "restartCount": 0,
                                          "image": image, "imageID": "",
-                                         "state": {"waiting": {
-                                             "reason": "ImagePullBackOff",
-                                             "message": f'Back-off pulling image "{image}"'}}}]}
+                                         "state": {"waiting": {"reason": "ImagePullBackOff",
+                                                               "message": message}}}]}
             if pod.get("status") != st:
                 self.api.set_status("v1", "Pod", meta["name"], meta["namespace"], st)
             return
         self.validation_pods.append(pod)
-        if wants and sim.validation_fails is None:
-            log, phase = VECTORADD_LOG, "Succeeded"
-        else:
-            log, phase = sim.validation_fails or "CUDA error: no CUDA-capable device is detected\n", "Failed"
-        self.api.pod_logs[(meta["namespace"], meta["name"], container)] = log
-        self.api.set_status(
-            "v1",
-            "Pod",
-            meta["name"],
-            meta["namespace"],
-            {
-                "phase": phase,
-                "containerStatuses": [
-                    {
-                        "name": container,
-                        "state": {
-                            "terminated": {
-                                "exitCode": 0 if phase == "Succeeded" else 1,
-                                "reason": "Completed" if phase == "Succeeded" else "Error",
-                            }
-                        },
-                    }
-                ],
-            },
-        )
+        phase = "Succeeded" if out.exit_code == 0 else "Failed"
+        self.api.pod_logs[(meta["namespace"], meta["name"], container)] = out.log
+        terminated = {"exitCode": out.exit_code, "reason": out.reason, **({"message": out.message}
+                                                                          if out.message else {})}
+        self.api.set_status("v1", "Pod", meta["name"], meta["namespace"], {
+            "phase": phase,
+            "containerStatuses": [{"name": container, "image": image, "ready": False, "restartCount": 0,
+                                   "state": {"terminated": terminated}}],
+        })
 
     def dump(self) -> str:
         """Everything in the store, for a failing test's message."""

@@ -1,4 +1,9 @@
-"""Validate Kubernetes objects against the real CRD schemas in ../shared/data/gpu/.
+"""Validate Kubernetes objects against the real CRD schemas kept in tests/data/.
+
+tests/data/ holds facts extracted from the upstream CRDs and CSVs by
+tests/data/extract.py (origin and licence in tests/data/README.md): every
+served version's `openAPIV3Schema` (descriptions dropped) and each CSV's
+alm-examples. Nothing outside the repository is read.
 
 A CRD's `openAPIV3Schema` is a structural schema: an API server rejects (or
 prunes) fields it does not list, enforces types and enums, and understands
@@ -12,30 +17,20 @@ package then does the validation itself.
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-GPU_DATA = ROOT.parent / "shared" / "data" / "gpu"
-
-CRD_FILES = (
-    "nvidia.com_clusterpolicies.yaml",
-    "nfd.openshift.io_nodefeaturediscoveries.yaml",
-    "operators.coreos.com_subscriptions.yaml",
-    "operators.coreos.com_operatorgroups.yaml",
-    "operators.coreos.com_installplans.yaml",
-)
-CSV_FILES = {
-    "nfd": "nfd.clusterserviceversion.yaml",
-    "gpu-operator-certified": "gpu-operator-certified.clusterserviceversion.yaml",
-}
+DATA = Path(__file__).resolve().parent / "data"
+AREAS = ("gpu", "network", "tuning")
+OLM = "operators.coreos.com/v1alpha1"
 
 
-def load_yaml(name: str) -> Any:
-    return yaml.safe_load((GPU_DATA / name).read_text(encoding="utf-8"))
+def load_json(rel: str) -> Any:
+    """One extracted file of tests/data/, e.g. `gpu/csv-nfd.json`."""
+    return json.loads((DATA / rel).read_text(encoding="utf-8"))
 
 
 def _structural(schema: dict[str, Any]) -> dict[str, Any]:
@@ -69,13 +64,13 @@ def _structural(schema: dict[str, Any]) -> dict[str, Any]:
 @functools.cache
 def _schemas() -> dict[tuple[str, str], dict[str, Any]]:
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    for name in CRD_FILES:
-        crd = load_yaml(name)
-        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
-        for version in crd["spec"]["versions"]:
-            if version.get("served"):
-                found[(f"{group}/{version['name']}", kind)] = _structural(
-                    version["schema"]["openAPIV3Schema"])
+    for area in AREAS:
+        for path in sorted((DATA / area).glob("crd-*.json")):
+            crd = load_json(f"{area}/{path.name}")
+            group, kind = crd["group"], crd["names"]["kind"]
+            for version in crd["versions"]:
+                if version["served"]:
+                    found[(f"{group}/{version['name']}", kind)] = _structural(version["openAPIV3Schema"])
     return found
 
 
@@ -95,5 +90,26 @@ def schema_errors(obj: dict[str, Any]) -> list[str]:
 
 
 def csv(package: str) -> dict[str, Any]:
-    """The real ClusterServiceVersion of a package (nfd, gpu-operator-certified)."""
-    return load_yaml(CSV_FILES[package])  # type: ignore[no-any-return]
+    """A ClusterServiceVersion of a package (nfd, gpu-operator-certified, nvidia-network-operator).
+
+    Built from the facts extracted from the real CSV (tests/data/<area>/csv-<package>.json):
+    its name, version, the alm-examples annotation as the real one carries it (a JSON
+    string), the suggested namespace, owned CRDs, related images and install modes.
+    """
+    facts = next(load_json(f"{area}/{p.name}") for area in AREAS
+                 for p in (DATA / area).glob(f"csv-{package}.json"))
+    notes = {"alm-examples": json.dumps(facts["almExamples"], indent=2)}
+    if facts.get("suggestedNamespace"):
+        notes["operatorframework.io/suggested-namespace"] = facts["suggestedNamespace"]
+    if facts.get("skipRange"):
+        notes["olm.skipRange"] = facts["skipRange"]
+    spec: dict[str, Any] = {
+        "version": facts["version"],
+        "customresourcedefinitions": {"owned": facts["ownedCRDs"]},
+        "relatedImages": facts["relatedImages"],
+        "installModes": facts["installModes"],
+    }
+    if facts.get("replaces"):
+        spec["replaces"] = facts["replaces"]
+    return {"apiVersion": OLM, "kind": "ClusterServiceVersion",
+            "metadata": {"name": facts["name"], "annotations": notes}, "spec": spec}

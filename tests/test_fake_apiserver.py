@@ -147,7 +147,7 @@ def test_pod_logs_and_missing_objects(server) -> None:
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": "p", "namespace": "ns"},
-            "spec": {"containers": [{"name": "c"}]},
+            "spec": {"containers": [{"name": "c", "image": "registry.example/c:1"}]},
         }
     )
     fake.pod_logs[("ns", "p", "c")] = "one\ntwo\nthree\n"

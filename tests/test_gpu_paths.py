@@ -8,11 +8,12 @@ Each run asserts that the fake rejected nothing against the real CRD schemas.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fake_gpu import MARKETPLACE, OLM, REGISTRY_STALL, FakeGpuCluster, SimNode
+from fake_gpu import DRIVER_LOAD_FAIL, MARKETPLACE, OLM, REGISTRY_STALL, RHCOS, FakeGpuCluster, SimNode
 from gpu_support import clean_cluster, gpu_args, gpu_inventory, gpu_once, sim_nodes, start_cluster
 
 from upi.cli import app
@@ -180,30 +181,57 @@ def test_a_pending_plan_for_another_csv_is_refused_not_approved(runner, tmp_path
     assert plan is not None and plan["spec"]["approved"] is False
 
 
-BUILD_FAIL = ("Compiling NVIDIA driver kernel modules...\n"
-              "nvidia/nv.c:42:10: fatal error: linux/foo.h: No such file or directory\n"
+BUILD_FAIL = ("nvidia/nv.c:42:10: fatal error: linux/foo.h: No such file or directory\n"
               "make[2]: *** [scripts/Makefile.build:243: nvidia/nv.o] Error 1\n")
-LOAD_FAIL = "+ modprobe nvidia\nmodprobe: ERROR: could not insert 'nvidia': No such device\n"
+LOAD_FAIL = "modprobe: ERROR: could not insert 'nvidia': No such device\n"
+DTK = "openshift-driver-toolkit-ctr"
 
 
-@pytest.mark.parametrize(("log", "container", "cause"), [
-    (BUILD_FAIL, "nvidia-driver-ctr", "the driver failed to build against this kernel"),
-    (LOAD_FAIL, "nvidia-driver-ctr", "the driver was built but failed to load"),
-    (REGISTRY_STALL, "openshift-driver-toolkit-ctr", "the image registry has no storage"),
+@pytest.mark.parametrize(("sim", "container", "cause", "last"), [
+    # With the Driver Toolkit (the default) the build runs in its container, the load in the driver's.
+    (SimNode("worker-1", 8, build_error=BUILD_FAIL), DTK, "the driver failed to build against this kernel",
+     BUILD_FAIL),
+    (SimNode("worker-1", 8, load_error=LOAD_FAIL), "nvidia-driver-ctr",
+     "the driver was built but failed to load", LOAD_FAIL),
+    (SimNode("worker-1", 8, secure_boot=True), "nvidia-driver-ctr", "Secure Boot is on", DRIVER_LOAD_FAIL),
+    (SimNode("worker-1", 8, build_error=BUILD_FAIL, rhcos="417.94.202409120000-0"), "nvidia-driver-ctr",
+     "the driver failed to build against this kernel", BUILD_FAIL),  # no DTK tag: one container does both
 ])
-def test_the_driver_pods_log_decides_the_diagnosis(runner, tmp_path: Path, log: str, container: str,
-                                                   cause: str) -> None:
+def test_the_driver_pods_log_decides_the_diagnosis(runner, tmp_path: Path, sim: SimNode, container: str,
+                                                   cause: str, last: str) -> None:
     nodes = sim_nodes()
-    nodes[4] = SimNode("worker-1", 8, driver_log=log)
-    fake, result = gpu_once(runner, tmp_path, nodes, gpu_inventory(tmp_path), "--json", timeout="0.05")
-    assert result.exit_code == 1
+    nodes[4] = sim
+    fake = FakeGpuCluster(tmp_path / "kube", nodes).start()
+    if sim.rhcos != RHCOS:  # the release ships no Driver Toolkit tag for this node's build
+        stream = fake.api.get("image.openshift.io/v1", "ImageStream", "driver-toolkit", "openshift")
+        assert stream is not None
+        stream["spec"]["tags"] = [t for t in stream["spec"]["tags"] if t["name"] != sim.rhcos]
+        fake.api.put(stream)
+    try:
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake, "--json", timeout="0.05"))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1, result.output
     diagnosis = json.loads(result.stdout)["diagnosis"]
     assert diagnosis["step"] == "wait for ClusterPolicy ready"
-    assert diagnosis["object"].startswith("Pod nvidia-gpu-operator/nvidia-driver-daemonset-")
-    assert diagnosis["object"].endswith(f"-worker-1 ({container})")
+    pod = r"Pod nvidia-gpu-operator/nvidia-driver-daemonset-[-.0-9]*[a-f0-9]{5}"
+    assert re.fullmatch(rf"{pod} \({container}\) on worker-1", diagnosis["object"]), diagnosis["object"]
     assert diagnosis["cause"].startswith(cause)
-    assert diagnosis["log"] == log.splitlines()
-    assert fake.api.schema_violations == []
+    assert diagnosis["log"][-len(last.splitlines()):] == last.splitlines()
+    assert fake.api.schema_violations == [] and fake.api.controller_errors == []
+
+
+def test_a_cluster_without_registry_storage_stalls_the_driver_toolkit_build(runner, tmp_path: Path) -> None:
+    fake = start_cluster(tmp_path)
+    fake.registry_storage = False  # storage went away after the pre-flight checks passed
+    try:
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake, "--json", timeout="0.05"))
+    finally:
+        fake.stop()
+    diagnosis = json.loads(result.stdout)["diagnosis"]
+    assert diagnosis["object"].endswith(f"({DTK}) on worker-0")
+    assert diagnosis["cause"].startswith("the image registry has no storage")
+    assert diagnosis["log"] == REGISTRY_STALL.splitlines()
 
 
 def test_dry_run_on_an_installed_cluster_shows_the_operands_and_writes_nothing(
@@ -275,7 +303,9 @@ def test_a_validation_pod_that_never_finishes_times_out_and_is_deleted(
     rows = {n["node"]: n for n in doc["nodes"]}
     assert (rows["worker-0"]["validation"], rows["worker-1"]["validation"]) == ("timed out", "passed")
     assert rows["worker-0"]["problem"].startswith("validation pod upi-gpu-validate-worker-0-")
-    assert rows["worker-0"]["problem"].endswith(" did not finish: containers with unready status: [validate]")
+    image = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubi8"
+    assert rows["worker-0"]["problem"].endswith(f" did not finish: the image {image} cannot be pulled "
+                                                f'(ImagePullBackOff: Back-off pulling image "{image}")')
     assert doc["diagnosis"]["object"] == "Node worker-0"
     assert not [p for p in fake.api.list("v1", "Pod") if p["metadata"]["name"].startswith("upi-gpu")]
     assert fake.api.schema_violations == []

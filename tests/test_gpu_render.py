@@ -1,7 +1,7 @@
 """`upi render` writes gpu/ and the inventory's GPU keys are validated like every other key.
 
 Every rendered object of a kind with a CRD is checked against the real schema
-in ../shared/data/gpu/ (tests/kube_schema.py); the NFD worker config is run
+kept in tests/data/ (tests/kube_schema.py); the NFD worker config is run
 through the fake NFD's labeller to prove it yields the `pci-10de` label.
 """
 

@@ -20,7 +20,8 @@ from upi.gpu.objects import (
     operator_group,
     subscription,
 )
-from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter, classify_driver_log
+from upi.gpu.pods import driver_diagnosis
+from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
 from upi.inventory.model import Inventory
 
 OLM = "operators.coreos.com/v1alpha1"
@@ -206,23 +207,9 @@ def wait_policy_ready(kube: Kube, operator_ns: str, clock: Clock) -> None:
     def stuck() -> Diagnosis:
         policy = kube.get("nvidia.com/v1", "ClusterPolicy", CLUSTER_POLICY) or {}
         state = (policy.get("status") or {}).get("state", "no state")
-        pods = kube.find("v1", "Pod", operator_ns, labels={"app": "nvidia-driver-daemonset"})
-        for pod in pods:
-            name = pod["metadata"]["name"]
-            statuses = (pod.get("status") or {}).get("containerStatuses") or []
-            if all(s.get("ready") for s in statuses) and statuses:
-                continue
-            for container in ("openshift-driver-toolkit-ctr", "nvidia-driver-ctr"):
-                lines = kube.logs(name, operator_ns, container, tail=10)
-                cause = classify_driver_log(lines)
-                if cause:
-                    return Diagnosis(
-                        "wait for ClusterPolicy ready",
-                        f"Pod {operator_ns}/{name} ({container})",
-                        f"{what} is {state}",
-                        cause,
-                        tuple(lines),
-                    )
+        found = driver_diagnosis(kube, operator_ns, "wait for ClusterPolicy ready", f"{what} is {state}")
+        if found is not None:
+            return found
         return Diagnosis(
             "wait for ClusterPolicy ready",
             what,

@@ -101,6 +101,12 @@ class Change:
     action: str
 
 
+# What a failed build leaves in the log: the compiler's and make's errors, the DTK entrypoint's verdict
+# (NVIDIA/gpu-driver-container rhel9/ocp_dtk_entrypoint: "FATAL: no NVIDIA driver generated").
+BUILD_ERRORS = ("fatal error:", "error:", "] Error ", "FATAL: no NVIDIA driver generated",
+                "Could not locate Linux kernel version")
+
+
 def classify_driver_log(lines: list[str]) -> str:
     """Driver build vs load vs registry: the cause a driver pod's log points at."""
     text = "\n".join(lines)
@@ -116,8 +122,9 @@ def classify_driver_log(lines: list[str]) -> str:
         )
     if "system not yet initialized" in text:
         return "NVSwitch system without Fabric Manager: the driver container must start nv-fabricmanager"
-    if "modprobe" in text or "insmod" in text:
+    # Errors, not progress: a good build log says "Compiling ..." and runs `+ modprobe nvidia` too.
+    if "could not insert" in text or "modprobe: ERROR" in text or "insmod: ERROR" in text:
         return "the driver was built but failed to load"
-    if "gcc" in text or "make" in text or "Compiling" in text:
+    if any(sign in text for sign in BUILD_ERRORS):
         return "the driver failed to build against this kernel"
     return ""

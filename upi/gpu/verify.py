@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from upi.gpu.kube import Kube
 from upi.gpu.mig import DISABLED, MIG_RESOURCE, offered
 from upi.gpu.objects import PCI_LABELS, Obj
+from upi.gpu.pods import pull_failure
 from upi.gpu.steps import Clock, Reporter
 from upi.inventory.gpu import settings
 from upi.inventory.model import Inventory, Node
@@ -21,6 +22,7 @@ VERIFIED = "upi.openshift.io/gpu-verified"
 # Its writer: not `upi`, whose server-side applies to the Node (MIG labels) must not own it.
 VERIFIED_MANAGER = "upi-gpu-verify"
 FAILED = "failed"  # its value when the node's last verification failed
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 @dataclass
@@ -191,7 +193,8 @@ def _judge(kube: Kube, inv: Inventory, result: NodeResult, name: str, namespace:
     result.log = tuple(lines[-10:])
     if done is None:
         current = kube.get("v1", "Pod", name, namespace) or {}
-        conds = [
+        pull = pull_failure(current)
+        conds = [pull.text()] if pull is not None else [
             c.get("message", "")
             for c in (current.get("status") or {}).get("conditions") or []
             if c.get("status") == "False" and c.get("message")
@@ -202,17 +205,43 @@ def _judge(kube: Kube, inv: Inventory, result: NodeResult, name: str, namespace:
         result.validation = "passed"
     else:
         result.validation = "failed"
-        result.problem = f"validation pod {name} {done['status']['phase']}; its log lacks {success!r}"
+        result.problem = (f"validation pod {name} {done['status']['phase']}{_ended(done)}; "
+                          f"its log lacks {success!r}")
+
+
+def _ended(pod: Obj) -> str:
+    """` (Reason: message)` of a container that did not run its command (StartError: not in the image)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        done = ((status if isinstance(status, dict) else {}).get("state") or {}).get("terminated") or {}
+        if done.get("reason") not in (None, "Completed", "Error"):
+            said = f": {done['message']}" if done.get("message") else ""
+            return f" ({done['reason']}{said})"
+    return ""
+
+
+def _passed_at(value: object) -> bool:
+    try:
+        datetime.strptime(str(value), TIME_FORMAT)
+    except ValueError:
+        return False
+    return True
 
 
 def record(kube: Kube, result: NodeResult) -> None:
-    """Keep the node's verdict on its Node: the time its validation passed, or `failed`.
+    """Keep the node's verdict on its Node: since when its validation passes, or `failed`.
 
     `upi status` reads it (docs/status.md); a node that fails now loses an
     earlier pass, so the annotation never vouches for a node that is broken.
+    A verdict that did not change is not written again: a node that passed and
+    passes keeps the time of its first pass, and a re-run changes nothing
+    (docs/gpu.md promises unchanged resourceVersions).
     """
-    if kube.get("v1", "Node", result.node) is None:
+    node = kube.get("v1", "Node", result.node)
+    if node is None:
         return  # gone: nothing to mark
-    value = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if result.ok else FAILED
+    current = (node.get("metadata", {}).get("annotations") or {}).get(VERIFIED)
+    if (result.ok and _passed_at(current)) or (not result.ok and current == FAILED):
+        return
+    value = datetime.now(UTC).strftime(TIME_FORMAT) if result.ok else FAILED
     kube.merge_patch("v1", "Node", result.node, None, {"metadata": {"annotations": {VERIFIED: value}}},
                      manager=VERIFIED_MANAGER)
