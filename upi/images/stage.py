@@ -25,10 +25,9 @@ from upi.facts.boot import tftp_path
 from upi.images.fetch import SUMS, FetchFailed, Source, parse_sums
 from upi.images.stream import Stream
 from upi.inventory.model import Inventory
-from upi.render import MANIFEST, PUBLIC
+from upi.render import MANIFEST, PUBLIC, RenderedFile
+from upi.renderdir import Transaction, transaction
 from upi.safefs import Tree, relpath, sha256_fd, write_all
-from upi.staging import recover
-from upi.writer import locked, manifest_images, read_manifest
 
 KEYS = ("kernel", "initramfs", "rootfs", "image")
 OVER_TFTP = ("kernel", "initramfs")
@@ -212,9 +211,9 @@ def _stage_one(tree: Tree, source: Source, w: Wanted, sha: str | None,
     return Staged(w.key, w.name, w.targets, status, sha, st.st_size if st else 0)
 
 
-def _record(tree: Tree, inv: Inventory, doc: dict[str, Any], staged: list[Staged],
-            previous: dict[str, dict[str, Any]]) -> None:
+def _record(txn: Transaction, inv: Inventory, staged: list[Staged]) -> None:
     """manifest.json with `images` replaced: staged files in, the ones no longer wanted removed."""
+    tree, doc, previous = txn.tree, txn.records.manifest, txn.records.images
     images: dict[str, dict[str, Any]] = {}
     for s in staged:
         if s.status != "failed":
@@ -234,10 +233,7 @@ def _record(tree: Tree, inv: Inventory, doc: dict[str, Any], staged: list[Staged
     doc.setdefault("openshift_version", inv.cluster.openshift_version)
     doc.setdefault("files", {})
     doc["images"] = dict(sorted(images.items()))
-    temp = ".upi-manifest.new"
-    tree.unlink(temp)
-    tree.create(temp, (json.dumps(doc, indent=2) + "\n").encode(), PUBLIC)
-    tree.move_to(temp, tree, MANIFEST)
+    txn.write_manifest(RenderedFile(MANIFEST, (json.dumps(doc, indent=2) + "\n").encode(), PUBLIC))
 
 
 def stage_images(inv: Inventory, out: Path, source: Source, stream: Stream, installer: str,
@@ -247,13 +243,12 @@ def stage_images(inv: Inventory, out: Path, source: Source, stream: Stream, inst
     notes = stream_warnings(wanted, stream, installer)
     sums, more = expected_sums(wanted, stream, source)
     notes += more
-    with locked(out) as tree:
-        recover(tree)
-        doc = read_manifest(tree)
+    with transaction(out) as txn:
+        doc = txn.records.manifest
         if doc.get("cluster", inv.cluster.domain) != inv.cluster.domain:
             raise UsageError(f"{out} was rendered for {doc.get('cluster')}, not "
                              f"{inv.cluster.domain}: pass the render dir of this inventory")
-        previous = manifest_images(doc)
-        staged = [_stage_one(tree, source, w, sums.get(w.name), previous, on_progress) for w in wanted]
-        _record(tree, inv, doc, staged, previous)
+        staged = [_stage_one(txn.tree, source, w, sums.get(w.name), txn.records.images, on_progress)
+                  for w in wanted]
+        _record(txn, inv, staged)
     return ImagesResult(stream.release, staged, notes)

@@ -207,7 +207,7 @@ def _remove_bootstrap(req: WaitRequest, inv: Inventory, conns: Any, display: Wai
 
 def _record_retired(req: WaitRequest, display: WaitDisplay, done: list[str]) -> None:
     """Keep the render dir in step with HAProxy: a later `upi push` must not bring the bootstrap back."""
-    from upi.commands.render import render
+    from upi.renderdir import render
 
     hint = "run `upi render ... --retire-bootstrap` before the next `upi push`"
     if req.render_dir is None:
