@@ -385,3 +385,17 @@ def test_imports_only_point_down() -> None:
         rel = path.relative_to(ROOT).as_posix()
         found += [f"{rel}:{line}: imports {mod}" for line, mod in _imports(path) if _upward(rel, mod)]
     assert found == [], "imports pointing up a layer:\n" + "\n".join(found)
+
+
+OUT_COMMANDS = [(p, c) for p, c in LEAVES if any("-o" in getattr(o, "opts", ()) for o in c.params)]
+
+
+@pytest.mark.parametrize(("path", "cmd"), OUT_COMMANDS, ids=_ids(OUT_COMMANDS))
+def test_an_empty_output_dir_is_refused_not_taken_for_the_current_one(
+        runner, path, cmd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-o ''` would be Path(''), the current directory: every command refuses it (exit 2), writes nothing."""
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, [*path, "-o", ""])
+    assert res.exit_code == 2, res.output
+    assert "an empty path would mean the current directory" in res.output
+    assert list(tmp_path.iterdir()) == []
