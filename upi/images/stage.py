@@ -27,7 +27,7 @@ from upi.images.stream import Stream
 from upi.inventory.model import Inventory
 from upi.render import MANIFEST, PUBLIC, RenderedFile
 from upi.renderdir import Transaction, transaction
-from upi.safefs import Tree, relpath, sha256_fd, write_all
+from upi.safefs import Tree, relpath, sha256_fd, shown, write_all
 
 KEYS = ("kernel", "initramfs", "rootfs", "image")
 OVER_TFTP = ("kernel", "initramfs")
@@ -56,6 +56,7 @@ class Staged:
     sha256: str = ""
     size: int = 0
     detail: str = ""
+    fingerprints: dict[str, list[int]] = field(default_factory=dict)  # target -> fingerprint()
 
 
 @dataclass
@@ -74,7 +75,8 @@ class ImagesResult:
     def to_json(self) -> dict[str, Any]:
         """The result for `--json`."""
         return {"rhcos_release": self.release, "warnings": self.warnings,
-                "files": [vars(s) | {"targets": list(s.targets)} for s in self.staged]}
+                "files": [{k: v for k, v in vars(s).items() if k != "fingerprints"}
+                          | {"targets": list(s.targets)} for s in self.staged]}
 
 
 def http_path(inv: Inventory, value: str) -> str | None:
@@ -131,13 +133,30 @@ def expected_sums(wanted: list[Wanted], stream: Stream, source: Source) -> tuple
     return sums, notes
 
 
+def fingerprint(st: os.stat_result) -> list[int]:
+    """What changes whenever a file's bytes may have: its inode, mtime and ctime (ns).
+
+    An edit in place moves mtime and ctime (ctime cannot be set back, mtime can:
+    `touch -r`); a file replaced is another inode. manifest.json records it
+    beside the sha256, so a rerun rehashes only a file that changed since.
+    """
+    return [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
 def _holds(tree: Tree, rel: str, sha: str, recorded: dict[str, dict[str, Any]]) -> bool:
-    """`rel` is a regular file with digest `sha` (trusting the manifest when size agrees)."""
+    """`rel` is a regular file with digest `sha`.
+
+    The record is trusted only while the file is the one `upi images` staged,
+    untouched since (size and fingerprint); any other file is hashed again, so
+    a staged file damaged in place is found and staged again, not called
+    "unchanged" while `upi push` refuses it (docs/security.md).
+    """
     st = tree.lstat(rel)
     if st is None or not stat.S_ISREG(st.st_mode):
         return False
     record = recorded.get(rel, {})
-    if record.get("sha256") == sha and record.get("size") == st.st_size:
+    if (record.get("sha256") == sha and record.get("size") == st.st_size
+            and record.get("fingerprint") == fingerprint(st)):
         return True
     fd = tree.open_read(rel)
     if fd is None:
@@ -198,8 +217,12 @@ def _stage_one(tree: Tree, source: Source, w: Wanted, sha: str | None,
                       f"{source.where(SUMS)} lists it; not staged")
     good = next((t for t in w.targets if _holds(tree, t, sha, recorded)), None)
     status: Status = "unchanged"
+    detail = ""
     try:
         if good is None:
+            if damaged := [t for t in w.targets if tree.lstat(t) is not None]:
+                detail = (f"{', '.join(damaged)} in {shown(tree.root)} did not match its sha256 "
+                          "(changed since it was staged): staged again")
             status, _ = _download(tree, source, w, sha, on_progress)
             good = w.targets[0]
     except FetchFailed as exc:
@@ -207,8 +230,11 @@ def _stage_one(tree: Tree, source: Source, w: Wanted, sha: str | None,
     for target in w.targets:
         if target != good and not _holds(tree, target, sha, recorded):
             tree.link_to(good, target)
+    # Taken last: linking a second name changes the inode's ctime.
+    prints = {t: fingerprint(st) for t in w.targets if (st := tree.lstat(t)) is not None}
     st = tree.lstat(good)
-    return Staged(w.key, w.name, w.targets, status, sha, st.st_size if st else 0)
+    return Staged(w.key, w.name, w.targets, status, sha, st.st_size if st else 0, detail,
+                  fingerprints=prints)
 
 
 def _record(txn: Transaction, inv: Inventory, staged: list[Staged]) -> None:
@@ -219,7 +245,7 @@ def _record(txn: Transaction, inv: Inventory, staged: list[Staged]) -> None:
         if s.status != "failed":
             for target in s.targets:
                 images[target] = {"sha256": s.sha256, "size": s.size, "mode": f"{PUBLIC:04o}",
-                                  "rhcos": s.key}
+                                  "rhcos": s.key, "fingerprint": s.fingerprints.get(target)}
     failed = {t for s in staged if s.status == "failed" for t in s.targets}
     for path, record in previous.items():
         if path in images:
@@ -251,4 +277,5 @@ def stage_images(inv: Inventory, out: Path, source: Source, stream: Stream, inst
         staged = [_stage_one(txn.tree, source, w, sums.get(w.name), txn.records.images, on_progress)
                   for w in wanted]
         _record(txn, inv, staged)
+    notes += [s.detail for s in staged if s.status != "failed" and s.detail]
     return ImagesResult(stream.release, staged, notes)
