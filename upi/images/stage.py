@@ -27,7 +27,7 @@ from upi.images.stream import Stream
 from upi.inventory.model import Inventory
 from upi.render import MANIFEST, PUBLIC, RenderedFile
 from upi.renderdir import Transaction, transaction
-from upi.safefs import Tree, relpath, sha256_fd, shown, write_all
+from upi.safefs import Tree, UnsafePath, kind_of, relpath, sha256_fd, shown, write_all
 
 KEYS = ("kernel", "initramfs", "rootfs", "image")
 OVER_TFTP = ("kernel", "initramfs")
@@ -206,6 +206,26 @@ def _download(tree: Tree, source: Source, w: Wanted, sha: str, on_progress: Prog
     return ("resumed" if resumed else "fetched"), have
 
 
+def _refuse_planted(tree: Tree, wanted: list[Wanted]) -> None:
+    """Refuse (exit 2) anything but a regular file where staging writes: nothing is staged then.
+
+    A FIFO, a directory, a device or a link at a partial download, a staged
+    file or the temp name a second copy is linked through would hang the read,
+    crash the rename, or lead out of DIR: upi never reads, writes or follows it.
+    """
+    for w in wanted:
+        paths = [f"{PARTIAL_DIR}/{w.name}.part"]
+        for target in w.targets:
+            parent, _, name = target.rpartition("/")
+            paths += [target, f"{parent}/.{name}.upi-link"]
+        for rel in paths:
+            st = tree.lstat(rel)  # UnsafePath for a link or a file on the way
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise UnsafePath(f"{shown(tree.root / rel)} is {kind_of(st.st_mode)}: `upi images` "
+                                 "writes a regular file there and never reads, writes or follows "
+                                 "anything else; remove it")
+
+
 def _stage_one(tree: Tree, source: Source, w: Wanted, sha: str | None,
                recorded: dict[str, dict[str, Any]], on_progress: Progress) -> Staged:
     if not w.targets:
@@ -274,6 +294,7 @@ def stage_images(inv: Inventory, out: Path, source: Source, stream: Stream, inst
         if doc.get("cluster", inv.cluster.domain) != inv.cluster.domain:
             raise UsageError(f"{out} was rendered for {doc.get('cluster')}, not "
                              f"{inv.cluster.domain}: pass the render dir of this inventory")
+        _refuse_planted(txn.tree, wanted)
         staged = [_stage_one(txn.tree, source, w, sums.get(w.name), txn.records.images, on_progress)
                   for w in wanted]
         _record(txn, inv, staged)
