@@ -125,17 +125,6 @@ def previous_files(out: Path) -> dict[str, str]:
     return manifest_files(previous_manifest(out))[0]
 
 
-def read_inside(out: Path, rel: str) -> bytes | None:
-    """The bytes of regular file `rel` in `out`, never through a link; None otherwise."""
-    if relpath(rel) is None:
-        return None
-    tree = _open(out)
-    if tree is None:
-        return None
-    with tree:
-        return tree.read(rel)
-
-
 def _existing(tree: Tree) -> set[str]:
     return {rel for rel, _ in tree.walk() if not rel.startswith(STAGING_PREFIX)}
 
