@@ -399,3 +399,13 @@ def test_an_empty_output_dir_is_refused_not_taken_for_the_current_one(
     assert res.exit_code == 2, res.output
     assert "an empty path would mean the current directory" in res.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_test_that_sends_sigint_gives_its_child_sigint_at_its_default() -> None:
+    """tests/childsignals.py: under a shell's background job SIGINT starts ignored, and stays so."""
+    sends = re.compile(r"(send_signal|killpg|os\.kill)\([^)]*SIGINT")
+    missing = [p.name for p in sorted((ROOT / "tests").glob("*.py"))
+               if sends.search(text := p.read_text())
+               and not re.search(r"preexec_fn=(with_)?sigint_default", text)
+               and "from status_support import" not in text]
+    assert missing == [], "send SIGINT to a child without resetting its disposition: " + ", ".join(missing)
