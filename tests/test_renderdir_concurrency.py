@@ -28,6 +28,8 @@ from upi.cli import app
 from upi.facts import boot_entries
 from upi.inventory import load_inventory
 
+pytestmark = pytest.mark.slow  # 5 pairs x 20 rounds: about 45 s on a 2-core VM
+
 ROUNDS = 20
 WRITERS = Path(__file__).parent / "renderdir_writers.py"
 
