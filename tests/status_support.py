@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from childsignals import sigint_default, with_sigint_default
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -77,7 +79,8 @@ def spawn(args: list[str], *, tty: bool, env: dict[str, str] | None = None) -> U
     environ = {**os.environ, **(env or {})}
     if not tty:
         proc = subprocess.Popen(argv, cwd=ROOT, env=environ, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                preexec_fn=sigint_default)  # tests send it SIGINT (childsignals.py)
         assert proc.stdout is not None and proc.stderr is not None
         return Upi(proc, proc.stdout.fileno(), proc.stderr.fileno())
     master, slave = pty.openpty()
@@ -85,7 +88,7 @@ def spawn(args: list[str], *, tty: bool, env: dict[str, str] | None = None) -> U
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 220, 0, 0))
     try:
         proc = subprocess.Popen(argv, cwd=ROOT, env=environ, stdin=slave, stdout=slave, stderr=slave,
-                                start_new_session=True, preexec_fn=_take_terminal)
+                                start_new_session=True, preexec_fn=with_sigint_default(_take_terminal))
     finally:
         os.close(slave)
     return Upi(proc, master)

@@ -94,7 +94,7 @@ def test_missing_boot_loader_is_exit_1_with_the_message(runner, tmp_path: Path, 
     def missing() -> list[object]:
         raise RenderError("cannot stage the network boot loaders; missing pxelinux.0 (...)")
 
-    monkeypatch.setattr("upi.commands.render.stage_bootloaders", missing)
+    monkeypatch.setattr("upi.bootloaders.stage_bootloaders", missing)
     result = runner.invoke(app, ["render", str(inventory_path("compact")), "-o", str(tmp_path / "o"),
                                  "--bootloaders"])
     assert result.exit_code == 1

@@ -346,3 +346,66 @@ def test_an_error_after_json_lines_is_one_more_line(capsys) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert [json.loads(ln).get("error") for ln in lines] == [None, "the API went away"]
     console.reset_output()
+
+
+# Entry points: they exist to run the CLI (python -m upi; docs/cli.md is generated from its --help).
+ENTRY_POINTS = {"upi/__main__.py", "upi/docgen.py"}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """Every module `path` imports, at any depth (lazy imports in functions too), with its line."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # `from upi import cli` imports upi.cli; `from upi.cli import app` names the module.
+            found += ([(node.lineno, f"upi.{a.name}") for a in node.names] if node.module == "upi"
+                      else [(node.lineno, node.module)])
+    return found
+
+
+def _upward(rel: str, module: str) -> bool:
+    def under(name: str) -> bool:
+        return module == name or module.startswith(name + ".")
+
+    if rel.startswith("upi/cli/") or rel in ENTRY_POINTS:
+        return False
+    if rel.startswith("upi/commands/"):
+        return under("upi.cli")
+    return under("upi.cli") or under("upi.commands")
+
+
+def test_imports_only_point_down() -> None:
+    """DESIGN.md: the library never imports the commands or the CLI, and a command never the CLI."""
+    found = []
+    for path in sorted((ROOT / "upi").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        found += [f"{rel}:{line}: imports {mod}" for line, mod in _imports(path) if _upward(rel, mod)]
+    assert found == [], "imports pointing up a layer:\n" + "\n".join(found)
+
+
+OUT_COMMANDS = [(p, c) for p, c in LEAVES if any("-o" in getattr(o, "opts", ()) for o in c.params)]
+
+
+@pytest.mark.parametrize(("path", "cmd"), OUT_COMMANDS, ids=_ids(OUT_COMMANDS))
+def test_an_empty_output_dir_is_refused_not_taken_for_the_current_one(
+        runner, path, cmd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-o ''` would be Path(''), the current directory: every command refuses it (exit 2), writes nothing."""
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, [*path, "-o", ""])
+    assert res.exit_code == 2, res.output
+    assert "an empty path would mean the current directory" in res.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_test_that_sends_sigint_gives_its_child_sigint_at_its_default() -> None:
+    """tests/childsignals.py: under a shell's background job SIGINT starts ignored, and stays so."""
+    sends = re.compile(r"(send_signal|killpg|os\.kill)\([^)]*SIGINT")
+    missing = [p.name for p in sorted((ROOT / "tests").glob("*.py"))
+               if sends.search(text := p.read_text())
+               and not re.search(r"preexec_fn=(with_)?sigint_default", text)
+               and "from status_support import" not in text]
+    assert missing == [], "send SIGINT to a child without resetting its disposition: " + ", ".join(missing)

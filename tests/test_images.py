@@ -357,3 +357,36 @@ def test_push_refuses_a_recorded_image_that_is_gone(
         assert f"{victim} is recorded in manifest.json by `upi images` but is missing" in pushed.stderr
     assert not (site.root / "var/www/html/rhcos").exists()
     assert not list((site.root / "etc/dnsmasq.d").glob("*.conf"))
+
+
+@pytest.mark.parametrize("where", ["tftp", "http"])
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_staged_file_damaged_in_place_is_staged_again_and_push_then_publishes(
+        runner, example_dir: Path, tmp_path: Path, fake_openshift_install: Path, where, damage) -> None:
+    """`upi images` used to call a damaged file "unchanged" (its size agreed with the record) while
+    `upi push` refused it and said to run `upi images` again: a loop no command could leave."""
+    site = staged_site(runner, example_dir, tmp_path)
+    victim = site.out / where / "rhcos" / NAMES["kernel"]
+    data = victim.read_bytes()
+    before = victim.stat()
+    with victim.open("r+b") as fh:  # the same inode, written in place ...
+        fh.truncate(0)
+        fh.write(DAMAGE[damage](data))
+    os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))  # ... and its mtime set back
+    src = tmp_path / "mirror/rhcos/4.19"
+    again = run_images(runner, site.inventory, site.out, str(src), "--json")
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.stdout)
+    kernel = next(f for f in doc["files"] if f["key"] == "kernel")
+    assert kernel["status"] == "fetched"
+    assert f"{where}/rhcos/{NAMES['kernel']}" in kernel["detail"] and "staged again" in kernel["detail"]
+    assert any("did not match its sha256" in w for w in doc["warnings"])
+    assert [f["status"] for f in doc["files"] if f["key"] != "kernel"] == ["unchanged"] * 2
+    for copy in ("tftp", "http"):
+        assert (site.out / copy / "rhcos" / NAMES["kernel"]).read_bytes() == data
+    pushed = runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out)])
+    assert pushed.exit_code == 0, pushed.output
+    assert (site.root / "var/lib/tftpboot/rhcos" / NAMES["kernel"]).read_bytes() == data
+    # A third run trusts the record again: nothing changed since.
+    third = run_images(runner, site.inventory, site.out, str(src), "--json")
+    assert [f["status"] for f in json.loads(third.stdout)["files"]] == ["unchanged"] * 3

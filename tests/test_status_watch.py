@@ -106,3 +106,31 @@ def test_ctrl_c_during_the_first_look_exits_130(tmp_path: Path, out: Path) -> No
     finally:
         silent.close()
     assert upi.text() == "" and upi.stderr() == "upi status: stopped (Ctrl-C)\n"
+
+
+def _sigint_in(pid: int, field: str) -> bool:
+    """SIGINT is in the process's `field` set (SigIgn: ignored): proc(5), a hex mask, bit signo-1."""
+    with open(f"/proc/{pid}/status") as fh:
+        mask = next(int(line.split()[1], 16) for line in fh if line.startswith(f"{field}:"))
+    return bool(mask & (1 << (signal.SIGINT - 1)))
+
+
+@pytest.mark.parametrize("tty", [True, False], ids=["terminal", "pipe"])
+def test_a_child_sent_sigint_hears_it_even_when_the_tests_run_with_sigint_ignored(
+        tmp_path: Path, out: Path, tty: bool) -> None:
+    """As under `make test &`: the tests above would wait out their limit, the SIGINT dropped."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        upi = spawn(["status", INVENTORY, "-o", str(out), "--dnsmasq-log", os.devnull, "--watch"],
+                    tty=tty, env={"KUBECONFIG": ""})
+    finally:
+        signal.signal(signal.SIGINT, before)
+    try:
+        assert not _sigint_in(upi.proc.pid, "SigIgn")  # Popen returns once the child has exec'd
+        upi.proc.send_signal(signal.SIGINT)
+        # It ends: by SIGINT itself (-2) or a KeyboardInterrupt, whether it came during the
+        # imports or once upi's watch loop catches it (the tests above check that ending).
+        assert upi.finish(limit=60) in (-signal.SIGINT, 1, 130)
+    finally:
+        if upi.proc.poll() is None:
+            upi.proc.kill()

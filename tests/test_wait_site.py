@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from bootvms_support import node_uri, require_libvirt, shut_off
+from childsignals import sigint_default
 from conftest import require, table_row
 from csr_cases import client
 from pushkit import Site, Sshd, make_site
@@ -140,7 +141,7 @@ def test_ctrl_c_stops_everything_and_a_rerun_resumes_at_install_complete(
     argv = [sys.executable, "-m", "upi", *wait_args(site.inventory, assets, kube, "--connect", uri)]
     # A new session, so that SIGINT reaches upi and the installer together, as Ctrl-C does.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=sigint_default)
     try:
         until(lambda: "to initialize" in installer_log(assets), "install-complete to start",
               proc=proc)

@@ -123,22 +123,3 @@ def stage_bootloaders(*, root: Path = Path("/"), path: str | None = None) -> lis
 
 
 BOOTLOADER_PATHS = (f"tftp/{PXELINUX_IMAGE}", f"tftp/{LDLINUX}", f"tftp/{GRUB_IMAGE}")
-
-
-def kept_bootloaders(out: Path, previous: dict[str, str]) -> list[RenderedFile]:
-    """Loaders an earlier `render --bootloaders` staged in `out`, carried into this render.
-
-    A later render without the flag must not delete the boot loaders the
-    nodes PXE-boot from; they stay (and stay in manifest.json) until a render
-    with --bootloaders replaces them. `previous` is the last manifest's files.
-    """
-    from upi.writer import read_inside
-
-    kept = []
-    for rel in BOOTLOADER_PATHS:
-        # Never through a link: tftp/pxelinux.0 -> a secret must not be carried into tftp/.
-        content = read_inside(out, rel) if rel in previous else None
-        if content is not None:
-            kept.append(RenderedFile(rel, content, PUBLIC))
-    return kept
-

@@ -251,3 +251,13 @@ class LiveRegion:
             live, self._live = self._live, None
             live.stop()
 
+
+
+def duration_text(seconds: float) -> str:
+    """`seconds` as a duration the options accept (3600 -> `1h`, 90 -> `1m30s`, 0.5 -> `0.5s`)."""
+    if seconds != int(seconds):
+        return f"{seconds:g}s"
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")
+    return text or "0s"

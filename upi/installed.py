@@ -12,18 +12,18 @@ inventory is another machine, and installs again.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
-import os
-import tempfile
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from upi.errors import RenderError, UpiError, UsageError
+from upi.errors import RenderError, UsageError
 from upi.inventory.model import Inventory
+from upi.render import PUBLIC, RenderedFile
+from upi.safefs import Tree, UnsafePath, kind_of, shown
 
 RECORD = "installed.json"
 MAX_RECORD = 16 << 20
@@ -38,46 +38,70 @@ class Installed:
     how: str
 
 
-def load_record(out: Path) -> dict[str, Installed]:
-    """DIR/installed.json ({} when absent); unreadable or malformed is an error, never 'nothing installed'."""
-    from upi.safefs import read_named_file
-
-    path = out / RECORD
-    try:
-        raw = read_named_file(path, MAX_RECORD)
-    except FileNotFoundError:
-        return {}
-    except (OSError, UpiError) as exc:
-        raise RenderError(f"cannot read {path}: {exc}") from None
+def parse_record(raw: bytes, where: Path) -> dict[str, Installed]:
+    """installed.json's nodes; malformed (or nested past json's recursion limit) is an error."""
     try:
         doc = json.loads(raw)
         nodes = doc["nodes"]
         return {str(name): Installed(str(v["mac"]), str(v["since"]), str(v["how"]))
                 for name, v in nodes.items()}
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         # Guessing "none installed" would put the installer back on every node.
-        raise RenderError(f"{path} is not upi's installed-nodes record; fix or remove it "
+        raise RenderError(f"{shown(where)} is not upi's installed-nodes record; fix or remove it "
                           "(removing it puts every node back to installing)") from None
 
 
-def save_record(out: Path, record: dict[str, Installed]) -> None:
-    """Write the record atomically (a crash leaves the old one or the new one)."""
+def read_record(tree: Tree | None) -> dict[str, Installed]:
+    """DIR/installed.json read through `tree` ({} when absent), never through a link.
+
+    A link (it could lead out of DIR), a FIFO or a directory there is refused
+    (UnsafePath, exit 2): it is not a record upi wrote.
+    """
+    if tree is None:
+        return {}
+    st = tree.lstat(RECORD)
+    if st is None:
+        return {}
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafePath(f"{shown(tree.root / RECORD)} is {kind_of(st.st_mode)}, not upi's "
+                         "installed-nodes record: upi never follows or reads it; remove it")
+    try:
+        raw = tree.read(RECORD, MAX_RECORD)
+    except OSError as exc:
+        raise RenderError(f"cannot read {shown(tree.root / RECORD)}: {exc.strerror or exc}") from None
+    if raw is None:  # replaced between lstat and open
+        raise RenderError(f"{shown(tree.root / RECORD)} changed while upi read it; run this again")
+    return parse_record(raw, tree.root / RECORD)
+
+
+def load_record(out: Path) -> dict[str, Installed]:
+    """DIR/installed.json for a reader (status, wait): read_record without DIR's lock.
+
+    A writer reads it under the lock instead (upi.renderdir.transaction).
+    """
+    try:
+        tree = Tree.open(out)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise RenderError(f"cannot read {shown(out / RECORD)}: {exc.strerror or exc}") from None
+    with tree:
+        return read_record(tree)
+
+
+def record_file(record: dict[str, Installed]) -> RenderedFile:
+    """installed.json as a file of the render dir's commit (written with the files it describes)."""
     doc: dict[str, Any] = {"nodes": {name: {"mac": i.mac, "since": i.since, "how": i.how}
                                      for name, i in sorted(record.items())}}
-    out.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".installed-", dir=out)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh, indent=2)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        Path(tmp).chmod(0o644)
-        Path(tmp).replace(out / RECORD)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink()
-        raise
+    return RenderedFile(RECORD, (json.dumps(doc, indent=2) + "\n").encode(), PUBLIC)
+
+
+def save_record(out: Path, record: dict[str, Installed]) -> None:
+    """Write the record alone, under DIR's lock, atomically (a crash leaves the old one or the new one)."""
+    from upi.renderdir import transaction
+
+    with transaction(out) as txn:
+        txn.commit([], record=record)
 
 
 def installed_nodes(inv: Inventory, record: dict[str, Installed]) -> tuple[frozenset[str], list[str]]:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from upi.errors import UpiError
 from upi.inventory.model import Inventory
-from upi.writer import previous_manifest
 
 
 @dataclass(frozen=True)
@@ -29,17 +28,17 @@ def flip_to_disk(inventory: Path, inv: Inventory, out: Path, names: Sequence[str
                  how: str, push: bool = True) -> Flipped:
     """Record `names` installed in `out`, re-render it, and push their per-MAC files to the provisioner.
 
-    The render keeps the bootstrap retired if the last one had it retired.
+    Record and render are one transaction of DIR (upi.renderdir): the bootstrap
+    stays retired if the last render had it retired, read under the lock.
     Raises UpiError (from render or push) with nothing half-done on the
     provisioner: the push replaces each file atomically.
     """
-    from upi.commands.render import render
     from upi.facts import boot_entries
     from upi.push import push_files
     from upi.render import boot_file
+    from upi.renderdir import render
 
-    retired = bool(previous_manifest(out).get("bootstrap_retired"))
-    result = render(inventory, out, installed=names, how=how, retire_bootstrap=retired)
+    result = render(inventory, out, installed=names, how=how, retire_bootstrap=None)
     entries = [e for e in boot_entries(inv) if e.node.name in names]
     files = [boot_file(e, installed=e.node.name in result.installed) for e in entries]
     pushed: list[str] = []

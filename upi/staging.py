@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
 
 from upi.render import MANIFEST, RenderedFile
-from upi.safefs import Tree, relpath, syncfs, write_all
+from upi.safefs import Tree, UnsafePath, relpath, shown, syncfs, write_all
 
 STAGING_PREFIX = ".upi-staging-"
+# Temp names earlier upi versions wrote installed.json (tempfile.mkstemp) and manifest.json through.
+LEFTOVER = re.compile(r"\.installed-[A-Za-z0-9_]{8}|\.upi-manifest\.new")
 JOURNAL = ".upi-commit"  # in a staging dir: present = complete, to be renamed into place
 JOURNAL_LIMIT = 64 << 20
 Journal = dict[str, list[str]]  # {"replace": paths, manifest.json last; "remove": paths}
@@ -126,7 +129,9 @@ def recover(tree: Tree) -> None:
     deleted. Links and files under that name are unlinked, never followed.
     """
     with os.scandir(tree.fd) as entries:
-        stale = [e.name for e in entries if e.name.startswith(STAGING_PREFIX)]
+        names = [e.name for e in entries]
+    _remove_leftovers(tree, [n for n in names if LEFTOVER.fullmatch(n)])
+    stale = [n for n in names if n.startswith(STAGING_PREFIX)]
     for name in stale:
         st = os.stat(name, dir_fd=tree.fd, follow_symlinks=False)
         if not stat.S_ISDIR(st.st_mode):
@@ -135,6 +140,16 @@ def recover(tree: Tree) -> None:
             roll_forward(tree, name)
         else:
             _remove_staging(tree, name)
+
+
+def _remove_leftovers(tree: Tree, names: list[str]) -> None:
+    """Unlink an earlier upi's temp files (a link is unlinked, never followed); refuse a directory."""
+    for name in names:
+        st = os.stat(name, dir_fd=tree.fd, follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            raise UnsafePath(f"{shown(tree.root / name)} is a directory where upi once kept a temp "
+                             "file: upi never reads, writes or deletes through it; remove it")
+        os.unlink(name, dir_fd=tree.fd)
 
 
 def _has_journal(tree: Tree, name: str) -> bool:

@@ -106,7 +106,7 @@ def manifest_images(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 or not isinstance(meta.get("sha256"), str) or len(meta["sha256"]) != 64
                 or not isinstance(meta.get("size"), int)):
             continue
-        good[path] = {k: meta[k] for k in ("sha256", "size", "mode", "rhcos") if k in meta}
+        good[path] = {k: meta[k] for k in ("sha256", "size", "mode", "rhcos", "fingerprint") if k in meta}
     return good
 
 
@@ -123,17 +123,6 @@ def previous_manifest(out: Path) -> dict[str, Any]:
 def previous_files(out: Path) -> dict[str, str]:
     """Files the last render wrote (from its manifest.json), path -> sha256; unsafe paths dropped."""
     return manifest_files(previous_manifest(out))[0]
-
-
-def read_inside(out: Path, rel: str) -> bytes | None:
-    """The bytes of regular file `rel` in `out`, never through a link; None otherwise."""
-    if relpath(rel) is None:
-        return None
-    tree = _open(out)
-    if tree is None:
-        return None
-    with tree:
-        return tree.read(rel)
 
 
 def _existing(tree: Tree) -> set[str]:
@@ -178,8 +167,9 @@ def plan(out: Path, files: list[RenderedFile]) -> list[Change]:
             tree.close()
 
 
-def _foreign(tree: Tree, files: list[RenderedFile], previous: dict[str, str]) -> list[str]:
-    images = set(manifest_images(read_manifest(tree)))
+def _foreign(tree: Tree, files: list[RenderedFile], previous: dict[str, str],
+             doc: dict[str, Any]) -> list[str]:
+    images = set(manifest_images(doc))
     ours = set(previous) | images | {f.path for f in files} | {MANIFEST}
     return sorted(p for p in _existing(tree) - ours if not p.startswith(OWNED_ELSEWHERE))
 
@@ -190,7 +180,8 @@ def foreign_files(out: Path, files: list[RenderedFile]) -> list[str]:
     if tree is None:
         return []
     with tree:
-        return _foreign(tree, files, manifest_files(read_manifest(tree))[0])
+        doc = read_manifest(tree)
+        return _foreign(tree, files, manifest_files(doc)[0], doc)
 
 
 def unified_diff(out: Path, files: list[RenderedFile], changes: list[Change]) -> str:
@@ -321,33 +312,61 @@ def update_tree(out: Path, files: list[RenderedFile], *, force: bool = False, di
     made with DIR locked, so they describe exactly what is written.
     """
     if dry_run:
-        tree = _open(out)
+        tree = open_existing(out)
         try:
-            changes = _plan(tree, files, manifest_files(read_manifest(tree))[0])
-            return TreeUpdate(changes, _diff(tree, files, changes) if diff else None)
+            return preview(tree, files, read_manifest(tree), diff=diff)
         finally:
             if tree:
                 tree.close()
     with locked(out) as tree:
-        try:
-            recover(tree)
-            previous = manifest_files(read_manifest(tree))[0]
+        recover(tree)
+        return commit(tree, out, files, read_manifest(tree), force=force, diff=diff)
+
+
+def open_existing(out: Path) -> Tree | None:
+    """DIR opened for reading (a dry run: no lock, nothing written); None if it does not exist yet."""
+    return _open(out)
+
+
+def preview(tree: Tree | None, files: list[RenderedFile], doc: dict[str, Any], *,
+            diff: bool = False) -> TreeUpdate:
+    """What writing `files` over the DIR open at `tree` (manifest `doc`) would do, and its diff."""
+    changes = _plan(tree, files, manifest_files(doc)[0])
+    return TreeUpdate(changes, _diff(tree, files, changes) if diff else None)
+
+
+def commit(tree: Tree, out: Path, files: list[RenderedFile] | None, doc: dict[str, Any], *,
+           force: bool = False, diff: bool = False, records: tuple[RenderedFile, ...] = ()) -> TreeUpdate:
+    """With DIR locked (`tree`) and its manifest `doc` read under that lock: write `files` and `records`.
+
+    `files` (None: leave the rendered files as they are) replace the last
+    render's, manifest.json last; `records` (installed.json) are files other
+    commands own, staged and renamed in the same journaled commit, so a kill
+    leaves the old set or the new one, records included.
+    """
+    text: str | None = None
+    changes: list[Change] = []
+    try:
+        removed: list[str] = []
+        if files is not None:
+            previous = manifest_files(doc)[0]
             changes = _plan(tree, files, previous)  # first: it refuses links on the way
             if not force:
-                _refuse_foreign(out, _foreign(tree, files, previous))
+                _refuse_foreign(out, _foreign(tree, files, previous, doc))
             text = _diff(tree, files, changes) if diff else None
-            if all(c.status == "unchanged" for c in changes):
-                return TreeUpdate(changes, text)
-            name, journal = stage(tree, files, [c.path for c in changes if c.status == "removed"])
-        except OSError as exc:
-            raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc}; "
-                              "the files already there were left as they were") from None
-        try:
-            roll_forward(tree, name, journal)
-        except OSError as exc:
-            raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc} while renaming the "
-                              "staged files into place; the next `upi render` into it completes "
-                              "this write") from None
+            removed = [c.path for c in changes if c.status == "removed"]
+        if not records and all(c.status == "unchanged" for c in changes):
+            return TreeUpdate(changes, text)
+        name, journal = stage(tree, [*records, *(files or [])], removed)
+    except OSError as exc:
+        raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc}; "
+                          "the files already there were left as they were") from None
+    try:
+        roll_forward(tree, name, journal)
+    except OSError as exc:
+        raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc} while renaming the "
+                          "staged files into place; the next `upi render` into it completes "
+                          "this write") from None
     return TreeUpdate(changes, text)
 
 

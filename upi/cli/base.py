@@ -22,6 +22,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from upi import console
+from upi.console import duration_text
 
 # `upi --help` lists the commands in the order of an install, not alphabetically.
 WORKFLOW = ["validate", "schema", "render", "ignition", "images", "push", "check", "boot-vms",
@@ -205,16 +206,6 @@ def parse_duration(text: str, unit: str) -> float:
         raise ValueError(f"{text!r} is not a duration: write 90s, 30m, 2h or 1h30m "
                          f"(a bare number counts in {UNIT_WORDS[unit]})")
     return sum(float(n) * UNIT_SECONDS[u] for n, u in _PART.findall(value))
-
-
-def duration_text(seconds: float) -> str:
-    """`seconds` as a duration the options accept (3600 -> `1h`, 90 -> `1m30s`, 0.5 -> `0.5s`)."""
-    if seconds != int(seconds):
-        return f"{seconds:g}s"
-    hours, rest = divmod(int(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")
-    return text or "0s"
 
 
 def _duration_parser(unit: str, minimum: float) -> Callable[[Any], float]:

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from upi.cli.base import InventoryArg, JsonOpt, duration_option, sub_app
+from upi.cli.base import InventoryArg, JsonOpt, duration_option, output_dir, sub_app
 
 check_app = sub_app(
     "check",
@@ -136,7 +136,7 @@ def check_http(
         "--deep", help="Read every file to the end; compare its sha256 with the copy staged in "
         "-o DIR/http/.")] = False,
     render_dir: Annotated[Path | None, typer.Option(
-        "-o", "--output", metavar="DIR",
+        "-o", "--output", metavar="DIR", parser=output_dir,
         help="Render dir whose http/ --deep compares with (no default: required with --deep).",
         show_default=False)] = None,
     as_json: JsonOpt = False,
@@ -171,7 +171,7 @@ def check_tftp(
     inventory: InventoryArg,
     server: ServerOpt = None,
     render_dir: Annotated[Path | None, typer.Option(
-        "-o", "--output", metavar="DIR",
+        "-o", "--output", metavar="DIR", parser=output_dir,
         help="Render dir: the kernel and initramfs must equal (sha256) the copies `upi images` "
         "staged in its tftp/ (default: only checked for content).", show_default=False)] = None,
     port: Annotated[int, typer.Option("--port", min=1, max=65535, metavar="PORT", help="TFTP port.")] = 69,

@@ -165,7 +165,7 @@ def images(
 def push(
     inventory: InventoryArg,
     out: Annotated[Path, typer.Option(
-        "-o", "--output", metavar="DIR", help="The render directory to push from.")],
+        "-o", "--output", metavar="DIR", parser=output_dir, help="The render directory to push from.")],
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Change nothing; show files, targets and commands.")
     ] = False,
@@ -206,7 +206,7 @@ def ignition(
         "--dir", metavar="ASSETS", help="openshift-install's assets directory (auth/ stays here).",
         show_default=False)],
     out: Annotated[Path | None, typer.Option(
-        "-o", "--output", metavar="DIR",
+        "-o", "--output", metavar="DIR", parser=output_dir,
         help="Render dir: stage the files in its http/ignition/ for `upi push` (default: none, "
         "publish them to the provisioner's HTTP root at once).",
         show_default=False)] = None,

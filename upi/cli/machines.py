@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from upi import console
-from upi.cli.base import InventoryArg, JsonOpt, app, duration_option
+from upi.cli.base import InventoryArg, JsonOpt, app, duration_option, output_dir
 
 
 @app.command(
@@ -138,7 +138,7 @@ def wait(
         "--dir", metavar="ASSETS", help="openshift-install's assets directory (the one `upi ignition` used).",
         show_default=False)],
     render_dir: Annotated[Path | None, typer.Option(
-        "-o", "--output", metavar="DIR", show_default=False,
+        "-o", "--output", metavar="DIR", show_default=False, parser=output_dir,
         help="The render dir (`upi render -o`). With it, each node's PXE file there and on the "
         "provisioner flips to local boot as the node joins, and the bootstrap is retired from its "
         "HAProxy config, so a later `upi push` keeps both; the age of the ignition files staged "

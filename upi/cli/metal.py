@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from upi.cli.base import InventoryArg, JsonOpt, app, duration_option
+from upi.cli.base import InventoryArg, JsonOpt, app, duration_option, output_dir
 
 DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Read each BMC and print what would be sent; change nothing.")]
@@ -63,7 +63,7 @@ def boot_metal(
         "--dir", metavar="ASSETS", show_default=False,
         help="With --watch: openshift-install's assets directory (default: none).")] = None,
     render_dir: Annotated[Path | None, typer.Option(
-        "-o", "--output", metavar="DIR", show_default=False,
+        "-o", "--output", metavar="DIR", show_default=False, parser=output_dir,
         help="With --watch: the render dir whose PXE files are flipped and pushed (default: none).")]
     = None,
     timeout: Annotated[float, duration_option(

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from upi.cli.base import InventoryArg, JsonOpt, app, duration_option
+from upi.cli.base import InventoryArg, JsonOpt, app, duration_option, output_dir
 
 
-def _path_opt(*decls: str, metavar: str, help: str) -> object:  # noqa: A002  (typer's own word)
-    return typer.Option(*decls, metavar=metavar, show_default=False, help=help)
+def _path_opt(*decls: str, metavar: str, help: str, **more: Any) -> object:  # noqa: A002  (typer's own word)
+    return typer.Option(*decls, metavar=metavar, show_default=False, help=help, **more)
 
 
 @app.command(
@@ -27,8 +27,8 @@ def status(
         "--dir", metavar="ASSETS", help="openshift-install's assets directory: its auth/kubeconfig "
         "for the CSRs and Nodes, its ignition files' age (default: none; KUBECONFIG if set).")] = None,
     out: Annotated[Path | None, _path_opt(
-        "-o", "--out", metavar="DIR", help="The render directory: its installed-nodes record "
-        "(default: none).")] = None,
+        "-o", "--out", metavar="DIR", parser=output_dir, help="The render directory: its installed-nodes "
+        "record (default: none).")] = None,
     kubeconfig: Annotated[Path | None, _path_opt(
         "--kubeconfig", metavar="FILE", help="Kubeconfig of the cluster (default: KUBECONFIG, "
         "then ASSETS/auth/kubeconfig).")] = None,

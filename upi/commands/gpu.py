@@ -9,7 +9,7 @@ from upi import console
 from upi.csr.connect import connect, find_kubeconfig
 from upi.errors import UsageError
 from upi.gpu.display import GpuDisplay
-from upi.gpu.flow import GpuReport, run_gpu
+from upi.gpu.flow import GpuReport, check_pace, run_gpu
 from upi.gpu.kube import Kube
 from upi.gpu.steps import Clock, Reporter
 from upi.inventory import Inventory, load_inventory
@@ -30,14 +30,6 @@ def gpu_command(inventory: Path, *, kubeconfig: Path | None, assets: Path | None
                                 dry_run=dry_run)
     show(report, as_json=as_json)
     return report
-
-
-def check_pace(timeout_minutes: float, poll: float, flag: str = "--timeout") -> None:
-    """Refuse a deadline or a polling pace that cannot work (exit 2)."""
-    if timeout_minutes <= 0:
-        raise UsageError(f"{flag} must be a positive number of minutes")
-    if poll <= 0:
-        raise UsageError("--poll must be a positive number of seconds")
 
 
 def gpu_on_cluster(inv: Inventory, kubeconfig: Path | None, reporter: Reporter, *,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from upi.errors import ClusterError
+from upi.errors import ClusterError, UsageError
 from upi.gpu.install import (
     apply_all,
     choose,
@@ -199,3 +199,11 @@ def _installed_csv(kube: Kube, package: str, ns: str) -> Obj | None:
     sub = kube.get(OLM, "Subscription", package, ns) or {}
     name = (sub.get("status") or {}).get("installedCSV")
     return kube.get(OLM, "ClusterServiceVersion", name, ns) if name else None
+
+
+def check_pace(timeout_minutes: float, poll: float, flag: str = "--timeout") -> None:
+    """Refuse a deadline or a polling pace that cannot work (exit 2)."""
+    if timeout_minutes <= 0:
+        raise UsageError(f"{flag} must be a positive number of minutes")
+    if poll <= 0:
+        raise UsageError("--poll must be a positive number of seconds")

@@ -25,10 +25,9 @@ from upi.facts.boot import tftp_path
 from upi.images.fetch import SUMS, FetchFailed, Source, parse_sums
 from upi.images.stream import Stream
 from upi.inventory.model import Inventory
-from upi.render import MANIFEST, PUBLIC
-from upi.safefs import Tree, relpath, sha256_fd, write_all
-from upi.staging import recover
-from upi.writer import locked, manifest_images, read_manifest
+from upi.render import MANIFEST, PUBLIC, RenderedFile
+from upi.renderdir import Transaction, transaction
+from upi.safefs import Tree, UnsafePath, kind_of, relpath, sha256_fd, shown, write_all
 
 KEYS = ("kernel", "initramfs", "rootfs", "image")
 OVER_TFTP = ("kernel", "initramfs")
@@ -57,6 +56,7 @@ class Staged:
     sha256: str = ""
     size: int = 0
     detail: str = ""
+    fingerprints: dict[str, list[int]] = field(default_factory=dict)  # target -> fingerprint()
 
 
 @dataclass
@@ -75,7 +75,8 @@ class ImagesResult:
     def to_json(self) -> dict[str, Any]:
         """The result for `--json`."""
         return {"rhcos_release": self.release, "warnings": self.warnings,
-                "files": [vars(s) | {"targets": list(s.targets)} for s in self.staged]}
+                "files": [{k: v for k, v in vars(s).items() if k != "fingerprints"}
+                          | {"targets": list(s.targets)} for s in self.staged]}
 
 
 def http_path(inv: Inventory, value: str) -> str | None:
@@ -132,13 +133,30 @@ def expected_sums(wanted: list[Wanted], stream: Stream, source: Source) -> tuple
     return sums, notes
 
 
+def fingerprint(st: os.stat_result) -> list[int]:
+    """What changes whenever a file's bytes may have: its inode, mtime and ctime (ns).
+
+    An edit in place moves mtime and ctime (ctime cannot be set back, mtime can:
+    `touch -r`); a file replaced is another inode. manifest.json records it
+    beside the sha256, so a rerun rehashes only a file that changed since.
+    """
+    return [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
 def _holds(tree: Tree, rel: str, sha: str, recorded: dict[str, dict[str, Any]]) -> bool:
-    """`rel` is a regular file with digest `sha` (trusting the manifest when size agrees)."""
+    """`rel` is a regular file with digest `sha`.
+
+    The record is trusted only while the file is the one `upi images` staged,
+    untouched since (size and fingerprint); any other file is hashed again, so
+    a staged file damaged in place is found and staged again, not called
+    "unchanged" while `upi push` refuses it (docs/security.md).
+    """
     st = tree.lstat(rel)
     if st is None or not stat.S_ISREG(st.st_mode):
         return False
     record = recorded.get(rel, {})
-    if record.get("sha256") == sha and record.get("size") == st.st_size:
+    if (record.get("sha256") == sha and record.get("size") == st.st_size
+            and record.get("fingerprint") == fingerprint(st)):
         return True
     fd = tree.open_read(rel)
     if fd is None:
@@ -188,6 +206,26 @@ def _download(tree: Tree, source: Source, w: Wanted, sha: str, on_progress: Prog
     return ("resumed" if resumed else "fetched"), have
 
 
+def _refuse_planted(tree: Tree, wanted: list[Wanted]) -> None:
+    """Refuse (exit 2) anything but a regular file where staging writes: nothing is staged then.
+
+    A FIFO, a directory, a device or a link at a partial download, a staged
+    file or the temp name a second copy is linked through would hang the read,
+    crash the rename, or lead out of DIR: upi never reads, writes or follows it.
+    """
+    for w in wanted:
+        paths = [f"{PARTIAL_DIR}/{w.name}.part"]
+        for target in w.targets:
+            parent, _, name = target.rpartition("/")
+            paths += [target, f"{parent}/.{name}.upi-link"]
+        for rel in paths:
+            st = tree.lstat(rel)  # UnsafePath for a link or a file on the way
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise UnsafePath(f"{shown(tree.root / rel)} is {kind_of(st.st_mode)}: `upi images` "
+                                 "writes a regular file there and never reads, writes or follows "
+                                 "anything else; remove it")
+
+
 def _stage_one(tree: Tree, source: Source, w: Wanted, sha: str | None,
                recorded: dict[str, dict[str, Any]], on_progress: Progress) -> Staged:
     if not w.targets:
@@ -199,8 +237,12 @@ def _stage_one(tree: Tree, source: Source, w: Wanted, sha: str | None,
                       f"{source.where(SUMS)} lists it; not staged")
     good = next((t for t in w.targets if _holds(tree, t, sha, recorded)), None)
     status: Status = "unchanged"
+    detail = ""
     try:
         if good is None:
+            if damaged := [t for t in w.targets if tree.lstat(t) is not None]:
+                detail = (f"{', '.join(damaged)} in {shown(tree.root)} did not match its sha256 "
+                          "(changed since it was staged): staged again")
             status, _ = _download(tree, source, w, sha, on_progress)
             good = w.targets[0]
     except FetchFailed as exc:
@@ -208,19 +250,22 @@ def _stage_one(tree: Tree, source: Source, w: Wanted, sha: str | None,
     for target in w.targets:
         if target != good and not _holds(tree, target, sha, recorded):
             tree.link_to(good, target)
+    # Taken last: linking a second name changes the inode's ctime.
+    prints = {t: fingerprint(st) for t in w.targets if (st := tree.lstat(t)) is not None}
     st = tree.lstat(good)
-    return Staged(w.key, w.name, w.targets, status, sha, st.st_size if st else 0)
+    return Staged(w.key, w.name, w.targets, status, sha, st.st_size if st else 0, detail,
+                  fingerprints=prints)
 
 
-def _record(tree: Tree, inv: Inventory, doc: dict[str, Any], staged: list[Staged],
-            previous: dict[str, dict[str, Any]]) -> None:
+def _record(txn: Transaction, inv: Inventory, staged: list[Staged]) -> None:
     """manifest.json with `images` replaced: staged files in, the ones no longer wanted removed."""
+    tree, doc, previous = txn.tree, txn.records.manifest, txn.records.images
     images: dict[str, dict[str, Any]] = {}
     for s in staged:
         if s.status != "failed":
             for target in s.targets:
                 images[target] = {"sha256": s.sha256, "size": s.size, "mode": f"{PUBLIC:04o}",
-                                  "rhcos": s.key}
+                                  "rhcos": s.key, "fingerprint": s.fingerprints.get(target)}
     failed = {t for s in staged if s.status == "failed" for t in s.targets}
     for path, record in previous.items():
         if path in images:
@@ -234,10 +279,7 @@ def _record(tree: Tree, inv: Inventory, doc: dict[str, Any], staged: list[Staged
     doc.setdefault("openshift_version", inv.cluster.openshift_version)
     doc.setdefault("files", {})
     doc["images"] = dict(sorted(images.items()))
-    temp = ".upi-manifest.new"
-    tree.unlink(temp)
-    tree.create(temp, (json.dumps(doc, indent=2) + "\n").encode(), PUBLIC)
-    tree.move_to(temp, tree, MANIFEST)
+    txn.write_manifest(RenderedFile(MANIFEST, (json.dumps(doc, indent=2) + "\n").encode(), PUBLIC))
 
 
 def stage_images(inv: Inventory, out: Path, source: Source, stream: Stream, installer: str,
@@ -247,13 +289,14 @@ def stage_images(inv: Inventory, out: Path, source: Source, stream: Stream, inst
     notes = stream_warnings(wanted, stream, installer)
     sums, more = expected_sums(wanted, stream, source)
     notes += more
-    with locked(out) as tree:
-        recover(tree)
-        doc = read_manifest(tree)
+    with transaction(out) as txn:
+        doc = txn.records.manifest
         if doc.get("cluster", inv.cluster.domain) != inv.cluster.domain:
             raise UsageError(f"{out} was rendered for {doc.get('cluster')}, not "
                              f"{inv.cluster.domain}: pass the render dir of this inventory")
-        previous = manifest_images(doc)
-        staged = [_stage_one(tree, source, w, sums.get(w.name), previous, on_progress) for w in wanted]
-        _record(tree, inv, doc, staged, previous)
+        _refuse_planted(txn.tree, wanted)
+        staged = [_stage_one(txn.tree, source, w, sums.get(w.name), txn.records.images, on_progress)
+                  for w in wanted]
+        _record(txn, inv, staged)
+    notes += [s.detail for s in staged if s.status != "failed" and s.detail]
     return ImagesResult(stream.release, staged, notes)

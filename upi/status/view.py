@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from upi import console
-from upi.console import LiveRegion
+from upi.console import LiveRegion, duration_text
 from upi.status.stages import STAGES, Row, Stranger
 
 STRANGERS_SHOWN = 20  # MACs and IPs no node has, listed under the table; the rest are counted
@@ -37,8 +37,6 @@ def clock(when: datetime | None) -> str:
 
 def time_there(snap: Snapshot, row: Row) -> str:
     """How long the node has been at its current stage (`-` when unknown)."""
-    from upi.cli.base import duration_text
-
     if row.since is None:
         return "-"
     return duration_text(max(0, int((snap.now - row.since).total_seconds())))

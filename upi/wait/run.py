@@ -84,7 +84,7 @@ def preflight(req: WaitRequest, state: WaitState, display: WaitDisplay) -> None:
     if req.retry_pause < 0:
         raise UsageError(f"--retry-pause must not be negative, not {req.retry_pause:g}")
     if req.gpu:
-        from upi.commands.gpu import check_pace
+        from upi.gpu.flow import check_pace
 
         check_pace(req.gpu_timeout, req.gpu_poll, "--gpu-timeout")
     if req.approve and not req.admin_kubeconfig.is_file():
@@ -105,7 +105,7 @@ def preflight(req: WaitRequest, state: WaitState, display: WaitDisplay) -> None:
 
 
 def _approver(req: WaitRequest, display: WaitDisplay) -> Worker:
-    from upi.commands.approve_csr import approve_csr
+    from upi.csr.approve import approve_csr
 
     def job(stop: threading.Event) -> None:
         approve_csr(req.inventory, kubeconfig=req.admin_kubeconfig, assets=req.assets, mode="watch",
@@ -153,8 +153,8 @@ def _status(req: WaitRequest, inv: Inventory, display: WaitDisplay) -> Worker | 
     first look fails (a warning): the wait goes on without the table.
     """
     import upi.status.cluster  # noqa: F401 - its imports (cryptography) here, not in the reader's thread
-    from upi.commands.status import Looker, sources
     from upi.errors import UpiError
+    from upi.status.look import Looker, sources
 
     src = sources(inv, dnsmasq_log=None, access_log=None, out=req.render_dir, assets=req.assets,
                   kubeconfig=req.admin_kubeconfig, connect=req.connect)
@@ -207,7 +207,7 @@ def _remove_bootstrap(req: WaitRequest, inv: Inventory, conns: Any, display: Wai
 
 def _record_retired(req: WaitRequest, display: WaitDisplay, done: list[str]) -> None:
     """Keep the render dir in step with HAProxy: a later `upi push` must not bring the bootstrap back."""
-    from upi.commands.render import render
+    from upi.renderdir import render
 
     hint = "run `upi render ... --retire-bootstrap` before the next `upi push`"
     if req.render_dir is None:
@@ -257,6 +257,7 @@ def _first_imports(req: WaitRequest, inv: Inventory) -> None:
     if req.metal and metal_workers(inv):
         import upi.bmc  # noqa: F401 - the Redfish client (sushy, requests)
         import upi.localboot  # noqa: F401 - re-render and push as nodes join
+        import upi.renderdir  # noqa: F401 - the render dir's transaction the flip writes through
 
 
 def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
