@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from upi.check.dnsclient import Answer, Query, query_all
-from upi.check.reach import Miss, hint, miss
+from upi.check.reach import Miss, endpoint, hint, miss
 from upi.check.report import CheckResult
 from upi.facts import DnsRecord, dns_records
 from upi.inventory import Inventory
@@ -130,20 +130,21 @@ def check_dns(inv: Inventory, *, server: str | None = None, port: int = 53, wind
         first = query_all([todo[0].query], addr, port, timeout=timeout, retries=retries)[0]
         if first.error:
             m = Miss("refused", first.error) if first.refused else Miss("timeout", first.error)
-            return [_unreached(inv, m, host, where)]
+            return [_unreached(inv, m, host, port)]
         answers = query_all([p.query for p in todo], addr, port, window=window, timeout=timeout,
                             retries=retries, progress=progress)
     except (OSError, UnicodeError) as exc:  # no route, a name that does not resolve
-        return [_unreached(inv, miss(exc), host, where)]
+        return [_unreached(inv, miss(exc), host, port)]
     return [judge(p, a, lb_ip, where) for p, a in zip(todo, answers, strict=True)]
 
 
-def _unreached(inv: Inventory, m: Miss, host: str, where: str) -> CheckResult:
+def _unreached(inv: Inventory, m: Miss, host: str, port: int) -> CheckResult:
     """The one row when the DNS server cannot be asked at all, with the fix for its cause."""
     listens = ("start dnsmasq with dnsmasq/dns.conf there (`upi push`), or name the cluster's "
                "DNS server with --server/--port")
-    fix = hint(m, inv, host, f"{where} (udp)", listens=listens, firewall="firewall/provisioner.sh",
-               redirect="--server/--port")
+    where = endpoint(host, port) if port != 53 else host
+    fix = hint(m, inv, host, endpoint(host, port, "udp"), listens=listens,
+               firewall="firewall/provisioner.sh", redirect="--server/--port")
     if m.cause == "timeout":  # UDP: a silent server, a host that is down and a firewall look alike
         fix = (f"nothing answers DNS at {where}: start dnsmasq with dnsmasq/dns.conf there "
                "(`upi push`) and open udp 53 with the rendered firewall/provisioner.sh, or name "

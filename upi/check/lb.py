@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from upi.check.reach import Miss, hint, miss
+from upi.check.reach import Miss, endpoint, hint, miss
 from upi.check.report import CheckResult, Verdict
 from upi.errors import UsageError
 from upi.facts import Pool, lb_pools
@@ -132,7 +132,7 @@ def probe(t: Target, inv: Inventory, *, timeout: float, retries: int, cluster_up
     conn = _connect(t.host, t.port, timeout, retries)
     if isinstance(conn, Miss):
         return CheckResult(AREA, t.label, "accepts and forwards", conn.text, "fail",
-                           hint(conn, inv, t.host, f"{t.host}:{t.port}",
+                           hint(conn, inv, t.host, endpoint(t.host, t.port),
                                 listens="start haproxy with haproxy/haproxy.cfg there (`upi push`)",
                                 firewall="firewall/load-balancer.sh",
                                 redirect="--server and --port-map"))

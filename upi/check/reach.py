@@ -51,6 +51,12 @@ def miss(exc: BaseException) -> Miss:
     return Miss("other", str(strerror))
 
 
+def endpoint(host: str, port: int, proto: str = "") -> str:
+    """`10.33.3.18:69 (udp)`, `[::1]:8080`: a host and port as a user would write them."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}" + (f" ({proto})" if proto else "")
+
+
 def hint(m: Miss, inv: Inventory, host: str, where: str, *, listens: str, firewall: str,
          redirect: str = "--server") -> str:
     """The fix for `m` at `where` (`host:port`): `listens` says what should listen there.
