@@ -19,7 +19,7 @@ TABLE_ROWS = 40
 )
 def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
     """Check the inventory and print a summary of the cluster it describes."""
-    from upi.commands.validate import summary
+    from upi.commands.validate import summary, table_rows
     from upi.inventory import load_inventory
 
     doc = summary(load_inventory(inventory))
@@ -29,8 +29,8 @@ def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
         return
     console.say(f"{inventory}: valid. {doc['cluster']}, OpenShift {doc['openshift_version']}, "
                 f"{doc['network_type']}, {doc['topology']} topology")
-    cols = ["name", "role", "machine", "firmware", "mac", "ip", "install_disk", "gpu"]
-    console.print_table(None, cols, ([n[c] for c in cols] for n in doc["nodes"]))
+    cols, rows = table_rows(doc)
+    console.print_table(None, cols, rows)
     for w in doc["warnings"]:
         console.warn(w)
     console.finished()
