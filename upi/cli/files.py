@@ -232,8 +232,12 @@ def ignition(
         if console.shows(parse_line(line).level):  # the installer's debug lines only with -v
             console.progress(f"  {display(line)}")
 
+    def note(message: str) -> None:  # under the installer's warning, shown when it is
+        if console.shows("warn"):
+            console.say_err(f"  upi: {message}")
+
     result = make_ignition(inventory, assets, out, force=force, installer=openshift_install, on_line=show,
-                           on_warning=console.warn)
+                           on_warning=console.warn, on_note=note)
     if result.moved_aside:
         console.say(f"moved the older install's files to {result.moved_aside}")
     console.print_table(f"Ignition files ({result.installer_version})", ["file", "sha256", "bytes", "url"],
