@@ -61,6 +61,15 @@ def test_no_route_is_a_fail_row_naming_the_cause(elsewhere, area: str) -> None:
         assert [r["check"] for r in rows if r["area"] == "dns"] == ["DNS server 10.33.3.18"]
 
 
+def test_cluster_up_adds_no_readyz_row_when_the_lb_cannot_be_reached(elsewhere) -> None:
+    result = elsewhere.inside(lambda: _invoke(["check", "lb", INV, "--cluster-up", *FAST, "--json"]))
+    assert result.exit_code == 1
+    rows = _rows(result)
+    assert [r["check"].split(" (")[0] for r in rows] == [
+        "LB 10.33.3.54:6443", "LB 10.33.3.54:22623", "LB 10.33.3.54:443", "LB 10.33.3.54:80"]
+    assert all(NO_ROUTE_FIX.format(host="10.33.3.54") in r["fix"] for r in rows)
+
+
 @pytest.mark.parametrize("area", ["dns", "http", "tftp", "lb", "all"])
 def test_a_name_that_does_not_resolve_is_a_fail_row(elsewhere, area: str) -> None:
     result = elsewhere.inside(lambda: _invoke(["check", area, INV, "--server", "nosuch.invalid",
