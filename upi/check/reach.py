@@ -71,8 +71,8 @@ def hint(m: Miss, inv: Inventory, host: str, where: str, *, listens: str, firewa
     if m.cause == "no name":
         return f"{host} does not resolve on this machine: give --server its IP address"
     if m.cause == "unreachable":
-        return (f"{where} is unreachable ({m.text}): the host is down or not on this network, or "
-                f"its firewall rejects the port: run the rendered {firewall} on it")
+        return (f"{where}: {m.text}: the host is down or not on this network, or its firewall "
+                f"rejects the port: run the rendered {firewall} on it")
     if m.cause == "refused":
         return f"nothing listens on {where}: {listens}"
     if m.cause == "timeout":
