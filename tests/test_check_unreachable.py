@@ -123,3 +123,17 @@ def test_a_silent_port_says_the_host_is_down_or_filtered(tmp_path: Path) -> None
     assert fixes == {f"127.0.0.1:{port} (udp) does not answer (the host is down, or a firewall drops "
                      "the packets): check that the host is up and run the rendered "
                      "firewall/provisioner.sh on it"}
+
+
+def test_a_host_that_does_not_answer_arp_is_unreachable_not_unrouted(tmp_path: Path) -> None:
+    """On the machine network but the LB is not there: EHOSTUNREACH (as firewalld's reject gives)."""
+    require_root("a network namespace on the machine network")
+    with Lab(tmp_path / "lan", "lab0", "10.33.3.99/24") as lab:
+        result = lab.inside(lambda: _invoke(["check", "lb", INV, "--timeout", "8", "--retries", "0",
+                                             "--json"]))
+    assert result.exit_code == 1, result.output
+    rows = _rows(result)
+    assert {r["got"] for r in rows} == {"host unreachable (No route to host)"}
+    assert rows[0]["fix"] == (
+        "10.33.3.54:6443: host unreachable (No route to host): the host is down or not on this "
+        "network, or its firewall rejects the port: run the rendered firewall/load-balancer.sh on it")
