@@ -168,12 +168,12 @@ defaults
 
 
 @contextlib.contextmanager
-def haproxy(tmp: Path, frontends: dict[int, int]) -> Iterator[Path]:
+def haproxy(tmp: Path, frontends: dict[int, int], mode: str = "tcp") -> Iterator[Path]:
     """Real haproxy: each loopback frontend port -> one backend port, checked every 300 ms."""
     stats = tmp / "haproxy.stats"
     cfg = HAPROXY_CFG.format(stats=stats)
     for front, back in frontends.items():
-        cfg += (f"listen p{front}\n    bind {LOOPBACK}:{front}\n"
+        cfg += (f"listen p{front}\n    bind {LOOPBACK}:{front}\n    mode {mode}\n"
                 f"    server s{front} {LOOPBACK}:{back} check inter 300ms fall 2 rise 1\n")
     (tmp / "haproxy.cfg").write_text(cfg)
     proc = subprocess.Popen([require("haproxy"), "-db", "-f", str(tmp / "haproxy.cfg")],

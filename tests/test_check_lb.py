@@ -176,3 +176,13 @@ def test_a_backend_that_accepts_but_never_speaks_does_not_forward(runner, tmp_pa
         result = check_lb(runner, mapping, "--timeout", "0.5", "--json")
     rows = json.loads(result.stdout)["checks"]
     assert (rows[1]["got"], rows[1]["verdict"]) == ("accepted, no server answered within 0.5 s", "warn")
+
+
+def test_haproxys_own_503_in_http_mode_is_not_a_backend_answering(runner, tmp_path: Path) -> None:
+    """A load balancer in `mode http` answers 503 itself when no server is up: no forwarding."""
+    front, dead = free_port(), free_port()
+    with haproxy(tmp_path, {front: dead}, mode="http") as stats:
+        wait_for_states(stats, {f"s{front}": "DOWN"})
+        result = check_lb(runner, [f"--port-map=80={front}"], "--timeout", "1", "--json")
+    row = next(r for r in json.loads(result.stdout)["checks"] if "(ingress-router-http)" in r["check"])
+    assert (row["got"], row["verdict"]) == ("answered by the load balancer itself: no server", "warn")

@@ -101,6 +101,8 @@ def _http_answer(sock: socket.socket, server_name: str, timeout: float) -> tuple
             if not chunk:
                 break
             data += chunk
+            if b"\r\n\r\n" in data and data.split(b" ", 2)[1:2] != [b"503"]:
+                break  # a server's answer; only a 503 needs its body read (whose page is it?)
     except TimeoutError:
         if not data:
             return False, f"accepted, no server answered within {timeout:g} s"
