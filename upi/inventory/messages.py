@@ -44,7 +44,7 @@ def _kind(value: object) -> str:
     if value is None:
         return "empty"
     if isinstance(value, bool):
-        return "true/false"
+        return "a boolean"
     if isinstance(value, int | float):
         return "a number"
     if isinstance(value, list):
@@ -55,7 +55,9 @@ def _kind(value: object) -> str:
 
 
 def _shown(value: object, written: Written | None) -> str:
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, bool):
+        return written.text if written is not None else str(value).lower()
+    if isinstance(value, int | float):
         text = written.text if written is not None else str(value)
         return text if len(text) <= 60 else text[:57] + "..."
     if written is not None:
@@ -98,11 +100,11 @@ def _expected(kind: str) -> str | None:
     """What a key of this error type wants, in words (None: the type carries no wish)."""
     return {
         "string_type": "text",
-        "int_type": "a whole number written without quotes (22)",
-        "int_parsing": "a whole number written without quotes (22)",
+        "int_type": "a whole number (written without quotes)",
+        "int_parsing": "a whole number (written without quotes)",
         "int_from_float": "a whole number (no fraction)",
-        "float_type": "a number written without quotes (20 or 2.5)",
-        "float_parsing": "a number written without quotes (20 or 2.5)",
+        "float_type": "a number (written without quotes)",
+        "float_parsing": "a number (written without quotes)",
         "bool_type": "true or false",
         "bool_parsing": "true or false",
         "list_type": "a list (one `- item` per line, or [a, b])",
@@ -163,7 +165,9 @@ def union_sentence(errs: Sequence[dict[str, Any]], key: str, written: Written | 
     value = errs[0].get("input")
     if not wants:
         return sentence(errs[0], key, written)
-    return f"must be {' or '.join(dict.fromkeys(wants))}, not {_shown(value, written)}"
+    items = [w.replace("true or false", "true, false") for w in dict.fromkeys(wants)]
+    either = items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+    return f"must be {either}, not {_shown(value, written)}"
 
 
 # --- unknown keys: the nearest known key of the same section ----------------------------------
