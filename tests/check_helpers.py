@@ -141,7 +141,11 @@ def tls_handler(ctx: ssl.SSLContext):
 
 
 def http_handler(body: bytes = b"Application is not available"):
-    """The router on 80 for a host it has no route for: a real HTTP answer, 503."""
+    """The router on 80 for a host it has no route for: a real HTTP answer, 503.
+
+    Its status line, Content-Type and title follow openshift/router
+    images/router/haproxy/conf/error-page-503.http.
+    """
 
     def handle(conn: socket.socket) -> None:
         try:

@@ -28,7 +28,8 @@ from upi.facts.lb import API_PORT, HTTP_PORT, HTTPS_PORT, MCS_PORT
 from upi.inventory import Inventory
 
 AREA = "lb"
-# HAProxy's own answer when it runs in `mode http` and has no server (its 503 errorfile).
+# HAProxy's own answer when it runs in `mode http` and has no server: the body of its
+# built-in 503 (haproxy src/http.c, http_err_msgs), checked against the real haproxy in tests.
 HAPROXY_NO_SERVER = b"No server is available to handle this request"
 
 
