@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import resource
 import socket
 import ssl
 import subprocess
@@ -126,6 +127,37 @@ def readyz_handler(ctx: ssl.SSLContext, body: bytes = b"ok", status: str = "200 
     return handle
 
 
+def tls_handler(ctx: ssl.SSLContext):
+    """A TLS server that completes the handshake, then hangs up (the MCS or router, to a probe)."""
+
+    def handle(conn: socket.socket) -> None:
+        try:
+            with ctx.wrap_socket(conn, server_side=True) as tls:
+                tls.recv(4096)
+        except (OSError, ssl.SSLError):
+            pass
+
+    return handle
+
+
+def http_handler(body: bytes = b"Application is not available"):
+    """The router on 80 for a host it has no route for: a real HTTP answer, 503.
+
+    Its status line, Content-Type and title follow openshift/router
+    images/router/haproxy/conf/error-page-503.http.
+    """
+
+    def handle(conn: socket.socket) -> None:
+        try:
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/html\r\n\r\n" + body)
+            conn.close()
+        except OSError:
+            pass
+
+    return handle
+
+
 HAPROXY_CFG = """\
 global
     stats socket {stats} level admin
@@ -140,12 +172,12 @@ defaults
 
 
 @contextlib.contextmanager
-def haproxy(tmp: Path, frontends: dict[int, int]) -> Iterator[Path]:
+def haproxy(tmp: Path, frontends: dict[int, int], mode: str = "tcp") -> Iterator[Path]:
     """Real haproxy: each loopback frontend port -> one backend port, checked every 300 ms."""
     stats = tmp / "haproxy.stats"
     cfg = HAPROXY_CFG.format(stats=stats)
     for front, back in frontends.items():
-        cfg += (f"listen p{front}\n    bind {LOOPBACK}:{front}\n"
+        cfg += (f"listen p{front}\n    bind {LOOPBACK}:{front}\n    mode {mode}\n"
                 f"    server s{front} {LOOPBACK}:{back} check inter 300ms fall 2 rise 1\n")
     (tmp / "haproxy.cfg").write_text(cfg)
     proc = subprocess.Popen([require("haproxy"), "-db", "-f", str(tmp / "haproxy.cfg")],
@@ -184,3 +216,118 @@ def wait_for_states(stats: Path, want: dict[str, str]) -> None:
         return all(states.get(k) == v for k, v in want.items())
 
     _wait_until(agrees, f"haproxy server states {want}")
+
+
+# --- the rendered haproxy.cfg, as written, in a namespace that holds the LB's address ----------
+
+SITE_STATS_DIR = "/var/lib/haproxy"  # where the rendered `stats socket` line puts its socket
+
+
+@contextlib.contextmanager
+def rendered_lb(tmp: Path, inventory: str = "dgxpod") -> Iterator[tuple[object, Path]]:
+    """A namespace with the load balancer's IP on a bridge and no node in reach; yields (lab, render).
+
+    Start haproxy in it with `start_rendered_haproxy`; the check then dials the
+    inventory's own `load_balancer.ip` and real ports from `lab.inside(...)`.
+    """
+    from conftest import inventory_path, require_root
+    from pxe_harness import Lab
+    from typer.testing import CliRunner
+
+    from upi.cli import app
+    from upi.inventory import load_inventory
+
+    require_root("a network namespace holding the load balancer's address")
+    out = tmp / f"render-{inventory}"
+    result = CliRunner().invoke(app, ["render", str(inventory_path(inventory)), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    inv = load_inventory(inventory_path(inventory), check_files=False)
+    address = f"{inv.load_balancer.ip}/{inv.network.machine_cidr.prefixlen}"
+    with Lab(tmp / f"lb-lab-{inventory}", "lb0", address) as lab:
+        yield lab, out
+
+
+def start_rendered_haproxy(lab, rendered: Path) -> Path:  # noqa: ANN001 - pxe_harness.Lab
+    """Real haproxy on `rendered/haproxy/haproxy.cfg` unmodified; returns its stats socket.
+
+    The file names the site's stats socket (/var/lib/haproxy/stats): a test
+    directory is bind-mounted over that directory in haproxy's own mount
+    namespace, so the file runs as written and the machine's directory is never
+    touched (nor shared with a parallel test). The file's `maxconn 20000` needs
+    about 40,000 file descriptors, more than a container's hard limit may allow;
+    there `-n` (which takes precedence over `maxconn`, haproxy's management
+    guide) lowers it on the command line, and nothing else changes.
+    """
+    here = lab.workdir / "haproxy-state"
+    here.mkdir(exist_ok=True)
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", str(here), SITE_STATS_DIR,
+            require("haproxy"), "-db", "-f", str(rendered / "haproxy" / "haproxy.cfg")]
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 2 * 20000 + 100:
+        argv[-2:-2] = ["-n", "4096"]
+    proc = lab.spawn(argv, lab.workdir / "haproxy.out")
+    stats = here / "stats"
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"haproxy exited: {(lab.workdir / 'haproxy.out').read_text()}")
+        return stats.exists()
+
+    _wait_until(up, "haproxy")
+    return stats
+
+
+@contextlib.contextmanager
+def node_backends(lab, tmp: Path, inventory: str = "dgxpod") -> Iterator[None]:  # noqa: ANN001
+    """Every pool's server as a real server at its node's own IP and port, inside the namespace.
+
+    6443 answers /readyz over TLS (HAProxy's health check), 22623 and 443 complete
+    a TLS handshake, 80 answers HTTP: what the API, the machine config server
+    and the router do.
+    """
+    from conftest import inventory_path
+
+    from upi.facts import lb_pools
+    from upi.facts.lb import API_PORT, HTTP_PORT
+    from upi.inventory import load_inventory
+
+    inv = load_inventory(inventory_path(inventory), check_files=False)
+    ctx = self_signed(tmp)
+    servers = {(s.ip, s.port) for p in lb_pools(inv) for s in p.servers}
+    prefix = inv.network.machine_cidr.prefixlen
+    for ip in sorted({ip for ip, _ in servers}):
+        lab.ip("addr", "add", f"{ip}/{prefix}", "dev", "lb0")
+
+    def bind_all() -> list[tuple[socket.socket, int]]:
+        out = []
+        for ip, port in sorted(servers):
+            srv = socket.socket()
+            # haproxy's `bind *:PORT` shares the port (it sets SO_REUSEPORT); the kernel
+            # hands a connection to the most specific address, so the nodes' IPs reach us.
+            srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            srv.bind((ip, port))
+            srv.listen(64)
+            out.append((srv, port))
+        return out
+
+    listening = lab.inside(bind_all)  # the sockets belong to the namespace; threads serve them
+    handlers = {API_PORT: readyz_handler(ctx), HTTP_PORT: http_handler()}
+
+    def serve(srv: socket.socket, handler) -> None:  # noqa: ANN001
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=handler, args=(conn,), daemon=True).start()
+
+    for srv, port in listening:
+        threading.Thread(target=serve, args=(srv, handlers.get(port, tls_handler(ctx))),
+                         daemon=True).start()
+    try:
+        yield
+    finally:
+        for srv, _ in listening:
+            with contextlib.suppress(OSError):
+                srv.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+            srv.close()

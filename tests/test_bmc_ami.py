@@ -138,7 +138,7 @@ def test_credentials_readable_by_others_are_refused_with_file_field_and_line(
     ({"system_id": "../Managers"}, "not a Redfish system id"),
     ({"verify_tls": ""}, "name a CA file"),
     ({"verify_tls": "no-such-ca.pem"}, "cannot read the CA file"),
-    ({"timeout": 0}, "greater than 0"),
+    ({"timeout": 0}, "0 is out of range: it must be more than 0"),
     ({"password": "x"}, "unknown key"),
 ])
 def test_bad_bmc_sections_are_refused(runner: CliRunner, example_dir: Path, bmc: dict[str, Any],

@@ -108,7 +108,8 @@ def test_no_dns_server_is_one_failure_not_one_per_record(runner) -> None:
     assert result.exit_code == 1
     assert result.stdout.splitlines()[-2:] == [
         f"fail: nothing answers DNS at {LOOPBACK}:{port}: start dnsmasq with dnsmasq/dns.conf "
-        "there, or name the cluster's DNS server with --server/--port",
+        "there (`upi push`) and open udp 53 with the rendered firewall/provisioner.sh, or name "
+        "the cluster's DNS server with --server/--port",
         "1 check: 0 passed, 0 warnings, 1 failed",
     ]
 

@@ -61,8 +61,9 @@ def test_missing_file_and_malformed_ignition_fail_with_a_fix(runner, tmp_path: P
     assert result.exit_code == 1
     base = f"http://{LOOPBACK}:{port}"
     assert [line for line in result.stdout.splitlines() if line.startswith("fail:")] == [
-        f"fail: {base}/{inv.rhcos.initramfs}: HTTP 404 File not found; put the RHCOS initramfs "
-        "there (URLs from `openshift-install coreos print-stream-json`)",
+        f"fail: {base}/{inv.rhcos.initramfs}: HTTP 404 File not found: the server does not have "
+        "the RHCOS initramfs: stage it with `upi images INVENTORY -o DIR --from SRC`, then publish "
+        "it with `upi push INVENTORY -o DIR`",
         f"fail: {base}/ignition/worker.ign: not JSON with ignition.version; "
         "run `upi ignition` to make and copy the ignition files",
     ]
@@ -91,7 +92,11 @@ def test_expired_ignition_fails(runner, tmp_path: Path) -> None:
 def test_no_http_server_fails_every_url(runner, tmp_path: Path) -> None:
     from check_helpers import free_port
 
-    result = check_http(runner, free_port(), "--timeout", "0.5", "--json")
+    port = free_port()
+    result = check_http(runner, port, "--timeout", "0.5", "--json")
     assert result.exit_code == 1
     rows = json.loads(result.stdout)["checks"]
-    assert {(r["got"], r["verdict"]) for r in rows} == {("Connection refused", "fail")}
+    assert {(r["got"], r["verdict"]) for r in rows} == {("connection refused", "fail")}
+    assert {r["fix"].split(": ", 1)[1] for r in rows} == {
+        f"nothing listens on {LOOPBACK}:{port}: start the web server that serves "
+        "http://10.33.3.18:8080 there"}

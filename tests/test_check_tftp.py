@@ -119,6 +119,10 @@ def test_check_tftp_fails_naming_a_stale_boot_file_and_a_missing_initramfs(runne
     assert set(bad) == {f"TFTP {entry.config_path.removeprefix('tftp/')}", f"TFTP {entry.initrd}"}
     assert "differs" in bad[f"TFTP {entry.config_path.removeprefix('tftp/')}"]["got"]
     assert "TFTP error 1" in bad[f"TFTP {entry.initrd}"]["got"]
+    # dnsmasq's "file not found" for an RHCOS file: upi's own commands stage and publish it.
+    assert bad[f"TFTP {entry.initrd}"]["fix"].endswith(
+        ": stage it with `upi images INVENTORY -o DIR --from SRC`, then publish it with "
+        "`upi push INVENTORY -o DIR`")
     assert text.exit_code == 1 and "2 failed" in text.stdout
 
 

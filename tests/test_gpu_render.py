@@ -111,16 +111,16 @@ def test_gpu_keys_validate(runner, tmp_path: Path) -> None:
 
 
 BROKEN = [
-    ("gpus: 0", "", 36, "nodes[4].gpus", "greater than or equal to 1"),
-    ("gpus: eight", "", 36, "nodes[4].gpus", "valid integer"),
+    ("gpus: 0", "", 36, "nodes[4].gpus", "0 is out of range: it must be at least 1"),
+    ("gpus: eight", "", 36, "nodes[4].gpus", "must be a whole number"),
     ("mig_config: All_1g", "", 36, "nodes[4].mig_config", "is not a Kubernetes name"),
     ("", "gpu:\n  operator_chanel: v26.3\n", 40, "gpu.operator_chanel", "unknown key"),
     ("", "gpu:\n  catalog_sources: {gpu_operator: Certified}\n", 40, "gpu.catalog_sources.gpu_operator",
      "is not a Kubernetes name"),
     ("", "gpu:\n  validation: {image: 'bad image'}\n", 40, "gpu.validation.image",
      "is not a container image reference"),
-    ("", "gpu:\n  validation: {success_log: ''}\n", 40, "gpu.validation.success_log", "at least 1"),
-    ("", "gpu:\n  cluster_policy: [mig]\n", 40, "gpu.cluster_policy", "valid dictionary"),
+    ("", "gpu:\n  validation: {success_log: ''}\n", 40, "gpu.validation.success_log", "must not be empty"),
+    ("", "gpu:\n  cluster_policy: [mig]\n", 40, "gpu.cluster_policy", "must be a mapping"),
     ("", "gpu:\n  cluster_policy: {mig: single, mig.strategy: mixed}\n", 40, "gpu.cluster_policy",
      "which is not a mapping"),
     ("", "gpu:\n  cluster_policy: {driver..rdma: true}\n", 40, "gpu.cluster_policy",

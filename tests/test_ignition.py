@@ -50,6 +50,41 @@ def test_standard_cluster_keeps_masters_unschedulable(runner, tmp_path: Path) ->
     assert "mastersSchedulable: false" in result.stdout
 
 
+def _note_after_warning(stderr: str) -> str:
+    """The line right after the installer's mastersSchedulable warning (upi's explanation)."""
+    lines = stderr.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "Making control-plane schedulable" in ln)
+    return lines[at + 1]
+
+
+def test_the_installers_schedulable_warning_is_explained_for_a_standard_cluster(runner, tmp_path) -> None:
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path)
+    assert result.exit_code == 0, result.output
+    assert _note_after_warning(result.stderr) == (
+        "  upi: expected with UPI: install-config lists 0 compute replicas because the workers join "
+        "later by PXE; this inventory has 2 workers, so upi sets mastersSchedulable back to false: "
+        "workloads and the routers run on the workers, the masters only run the control plane")
+
+
+def test_the_schedulable_warning_is_explained_for_compact_and_one_worker(
+        runner, tmp_path: Path, example_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_OPENSHIFT_INSTALL_VERSION", "4.18.1")
+    compact = ignition(runner, example_dir / "compact.yaml", tmp_path / "compact")
+    assert compact.exit_code == 0, compact.output
+    assert "this is a compact cluster (no workers), so the masters must run workloads and the " \
+        "ingress routers: upi keeps mastersSchedulable true" in _note_after_warning(compact.stderr)
+    monkeypatch.delenv("FAKE_OPENSHIFT_INSTALL_VERSION")
+    one = example_dir / "dgxpod.yaml"
+    text = one.read_text()
+    one.write_text(text[:text.index("  - {name: worker-1")])
+    single = ignition(runner, one, tmp_path / "one")
+    assert single.exit_code == 0, single.output
+    assert "this inventory has one worker, which cannot hold both router replicas" in \
+        _note_after_warning(single.stderr)
+    quiet = ignition(runner, inventory_path("dgxpod"), tmp_path / "quiet", "--log-level", "error")
+    assert "upi: expected with UPI" not in quiet.stderr
+
+
 def test_compact_cluster_makes_masters_schedulable(runner, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_OPENSHIFT_INSTALL_VERSION", "4.18.1")

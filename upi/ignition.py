@@ -100,6 +100,7 @@ def make_ignition(
     installer: Path | None = None,
     on_line: Callable[[str], None] = lambda _line: None,
     on_warning: Callable[[str], None] = lambda _message: None,
+    on_note: Callable[[str], None] = lambda _message: None,
     clock: Clock = _utcnow,
 ) -> IgnitionResult:
     """Run the installer's two steps in `assets` and stage the ignition files in `render_dir`.
@@ -107,7 +108,8 @@ def make_ignition(
     Without a `render_dir` the files are staged in ASSETS/.upi-http and
     published at once to the provisioner's HTTP root, the way `upi push` does
     it (0644, SELinux label). `on_line` gets each installer output line (pull
-    secret redacted), `on_warning` each warning as soon as it is known.
+    secret redacted), `on_warning` each warning as soon as it is known,
+    `on_note` what an installer warning means for this inventory, right after it.
     """
     inv = load_inventory(inventory)
     binary = locate(installer, version=inv.cluster.openshift_version)
@@ -127,7 +129,12 @@ def make_ignition(
         _keep_private(assets)  # before the installer first appends to its log
         # Certificates are minted from here on: record the earliest time, so age is never understated.
         made_at = clock()
-        run.run("create", "manifests", on_line=on_line)
+        def manifests_line(line: str) -> None:
+            on_line(line)
+            if SCHEDULABLE_WARNING in line:
+                on_note(schedulable_note(inv))
+
+        run.run("create", "manifests", on_line=manifests_line)
         set_masters_schedulable(assets / SCHEDULER_MANIFEST, inv.masters_schedulable)
         run.run("create", "ignition-configs", on_line=on_line)
     finally:
@@ -233,6 +240,26 @@ def write_install_config(inv: Inventory, assets: Path) -> None:
     text = install_config_yaml(inv).encode()
     write_tree(assets, [RenderedFile("install-config.yaml", text, SECRET),
                         RenderedFile("install-config.yaml.orig", text, SECRET)], force=True)
+
+
+# What `create manifests` warns whenever compute replicas are 0 (openshift/installer
+# pkg/asset/manifests/scheduler.go), which every UPI install-config has.
+SCHEDULABLE_WARNING = "Making control-plane schedulable by setting MastersSchedulable to true"
+
+
+def schedulable_note(inv: Inventory) -> str:
+    """One line on the installer's mastersSchedulable warning: expected, and what upi does about it."""
+    why = ("expected with UPI: install-config lists 0 compute replicas because the workers join "
+           "later by PXE")
+    if inv.compact:
+        return (f"{why}; this is a compact cluster (no workers), so the masters must run workloads "
+                "and the ingress routers: upi keeps mastersSchedulable true")
+    if inv.masters_schedulable:
+        return (f"{why}; this inventory has one worker, which cannot hold both router replicas, so "
+                "the masters share workloads and the 80/443 pools: upi keeps mastersSchedulable true")
+    return (f"{why}; this inventory has {len(inv.workers)} workers, so upi sets mastersSchedulable "
+            "back to false: workloads and the routers run on the workers, the masters only run "
+            "the control plane")
 
 
 def set_masters_schedulable(path: Path, schedulable: bool) -> None:

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from upi.check.dnsclient import Answer, Query, query_all
+from upi.check.reach import Miss, endpoint, hint, miss
 from upi.check.report import CheckResult
-from upi.errors import UsageError
 from upi.facts import DnsRecord, dns_records
 from upi.inventory import Inventory
 
@@ -53,15 +53,12 @@ def probes(records: list[DnsRecord]) -> list[Probe]:
 
 
 def server_address(host: str) -> str:
-    """`host` as an IP address; a name is looked up once (UsageError if it cannot be)."""
+    """`host` as an IP address; a name is looked up once (`socket.gaierror` if it cannot be)."""
     try:
         return str(ipaddress.ip_address(host))
     except ValueError:
         pass
-    try:
-        infos = socket.getaddrinfo(host, 53, type=socket.SOCK_DGRAM)
-    except OSError as exc:
-        raise UsageError(f"--server {host}: cannot find its address ({exc.strerror})") from None
+    infos = socket.getaddrinfo(host, 53, type=socket.SOCK_DGRAM)
     return str(infos[0][4][0])
 
 
@@ -124,15 +121,32 @@ def check_dns(inv: Inventory, *, server: str | None = None, port: int = 53, wind
     If the server does not answer the first query at all, one failed row
     says so instead of thousands of timeouts.
     """
-    addr = server_address(server) if server else str(inv.provisioner.ip)
-    where = f"{addr}:{port}" if port != 53 else addr
+    host = server or str(inv.provisioner.ip)
+    where = f"{host}:{port}" if port != 53 else host
     todo = probes(dns_records(inv))
     lb_ip = str(inv.load_balancer.ip)
-    first = query_all([todo[0].query], addr, port, timeout=timeout, retries=retries)[0]
-    if first.error:
-        return [CheckResult(AREA, f"DNS server {where}", "answers queries", first.error, "fail",
-                            f"nothing answers DNS at {where}: start dnsmasq with dnsmasq/dns.conf "
-                            "there, or name the cluster's DNS server with --server/--port")]
-    answers = query_all([p.query for p in todo], addr, port, window=window, timeout=timeout,
-                        retries=retries, progress=progress)
+    try:
+        addr = server_address(host)
+        first = query_all([todo[0].query], addr, port, timeout=timeout, retries=retries)[0]
+        if first.error:
+            m = Miss("refused", first.error) if first.refused else Miss("timeout", first.error)
+            return [_unreached(inv, m, host, port)]
+        answers = query_all([p.query for p in todo], addr, port, window=window, timeout=timeout,
+                            retries=retries, progress=progress)
+    except (OSError, UnicodeError) as exc:  # no route, a name that does not resolve
+        return [_unreached(inv, miss(exc), host, port)]
     return [judge(p, a, lb_ip, where) for p, a in zip(todo, answers, strict=True)]
+
+
+def _unreached(inv: Inventory, m: Miss, host: str, port: int) -> CheckResult:
+    """The one row when the DNS server cannot be asked at all, with the fix for its cause."""
+    listens = ("start dnsmasq with dnsmasq/dns.conf there (`upi push`), or name the cluster's "
+               "DNS server with --server/--port")
+    where = endpoint(host, port) if port != 53 else host
+    fix = hint(m, inv, host, endpoint(host, port, "udp"), listens=listens,
+               firewall="firewall/provisioner.sh", redirect="--server/--port")
+    if m.cause == "timeout":  # UDP: a silent server, a host that is down and a firewall look alike
+        fix = (f"nothing answers DNS at {where}: start dnsmasq with dnsmasq/dns.conf there "
+               "(`upi push`) and open udp 53 with the rendered firewall/provisioner.sh, or name "
+               "the cluster's DNS server with --server/--port")
+    return CheckResult(AREA, f"DNS server {where}", "answers queries", m.text, "fail", fix)

@@ -9,7 +9,6 @@ through /etc/resolv.conf.
 
 from __future__ import annotations
 
-import contextlib
 import selectors
 import socket
 import time
@@ -39,6 +38,7 @@ class Answer:
     rcode: str
     values: tuple[str, ...] = ()
     error: str = ""
+    refused: bool = False  # ICMP port unreachable came back: nothing listens on that UDP port
 
 
 @dataclass
@@ -76,6 +76,7 @@ class _Pipeline:
         self.pending: dict[int, _Pending] = {}
         self.next_index = 0
         self.next_id = 0
+        self.refused = False
         family = socket.AF_INET6 if ":" in server else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
 
@@ -114,8 +115,12 @@ class _Pipeline:
         p.tries += 1
         p.deadline = time.monotonic() + self.timeout
         # A full buffer or an ICMP error: the deadline re-sends it, or gives up.
-        with contextlib.suppress(BlockingIOError, ConnectionRefusedError):
+        try:
             self.sock.send(p.wire)
+        except BlockingIOError:
+            pass
+        except ConnectionRefusedError:
+            self.refused = True
 
     def _receive(self) -> None:
         while True:
@@ -124,6 +129,7 @@ class _Pipeline:
             except (BlockingIOError, InterruptedError):
                 return
             except ConnectionRefusedError:
+                self.refused = True
                 continue  # ICMP from an earlier send: the deadlines decide
             try:
                 resp = dns.message.from_wire(data)
@@ -157,7 +163,11 @@ class _Pipeline:
                 continue
             del self.pending[qid]
             tries = "1 try" if p.tries == 1 else f"{p.tries} tries"
-            self.results[p.index] = Answer("", error=f"no answer in {tries} of {self.timeout:g} s")
+            if self.refused:
+                self.results[p.index] = Answer("", error="connection refused (ICMP port unreachable)",
+                                               refused=True)
+            else:
+                self.results[p.index] = Answer("", error=f"no answer in {tries} of {self.timeout:g} s")
             self.progress(1)
 
 
@@ -168,6 +178,7 @@ def query_all(queries: Sequence[Query], server: str, port: int = 53, *, window: 
 
     `server` must be an IP address. A query unanswered after `timeout`
     seconds is sent again, `retries` times, then reported as an error.
+    OSError when the socket cannot be used at all (no route to `server`).
     """
     return _Pipeline(queries, server, port, window=window, timeout=timeout, retries=retries,
                      progress=progress).run()

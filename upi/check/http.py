@@ -24,6 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from upi.check.httpget import Fetched, fetch
+from upi.check.reach import Miss, endpoint, hint
 from upi.check.report import CheckResult, Verdict
 from upi.facts.boot import artifact_url, ignition_url
 from upi.facts.freshness import ignition_freshness
@@ -98,13 +99,41 @@ def last_modified(value: str) -> datetime | None:
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when  # HTTP dates are GMT
 
 
-def _artifact(t: Target, f: Fetched) -> CheckResult:
+STAGE_RHCOS = ("stage it with `upi images INVENTORY -o DIR --from SRC`, then publish it with "
+               "`upi push INVENTORY -o DIR`")
+STAGE_IGNITION = ("make and stage them with `upi ignition INVENTORY --dir ASSETS -o DIR`, then "
+                  "publish them with `upi push INVENTORY -o DIR`")
+
+
+def _unreached(t: Target, f: Fetched, inv: Inventory) -> str | None:
+    """The fix when the server could not be reached or has no such file, by cause; else None."""
+    parts = urlsplit(t.url)
+    host = parts.hostname or ""
+    try:
+        where = endpoint(host, parts.port or (443 if parts.scheme == "https" else 80))
+    except ValueError:
+        where = host
+    if f.status == 404:
+        what = "the ignition files" if t.ignition else f"the RHCOS {t.what}"
+        return f"{t.url}: {f.error}: the server does not have {what}: " + (
+            STAGE_IGNITION if t.ignition else STAGE_RHCOS)
+    if f.status == 403:
+        return (f"{t.url}: {f.error}: the web server may not read it: files under its root must "
+                "be world-readable and labelled httpd_sys_content_t (`upi push` sets both)")
+    if f.cause in ("no route", "unreachable", "refused", "timeout", "no name"):
+        return f"{t.url}: " + hint(
+            Miss(f.cause, f.error), inv, host, where,  # type: ignore[arg-type]
+            listens=f"start the web server that serves {inv.provisioner.http_base_url} there",
+            firewall="firewall/provisioner.sh", redirect="--server/--port")
+    return None
+
+
+def _artifact(t: Target, f: Fetched, inv: Inventory) -> CheckResult:
     label = f"GET {t.what}"
     if f.error or not f.size:
         got = f.error or f"HTTP {f.status}, empty"
         return CheckResult(AREA, label, "200 with content", got, "fail",
-                           f"{t.url}: {got}; put the RHCOS {t.what} there "
-                           "(URLs from `openshift-install coreos print-stream-json`)")
+                           _unreached(t, f, inv) or f"{t.url}: {got}; {STAGE_RHCOS}")
     length = content_length(f.length)
     size = f"{f.size:,} bytes" if f.complete else f"{length:,} bytes" if length else "content"
     return CheckResult(AREA, label, "200 with content", f"{f.status}, {size}", "pass")
@@ -145,12 +174,13 @@ def _age(t: Target, f: Fetched, now: datetime) -> CheckResult:
                        "" if fresh.level == "ok" else f"{t.what}: {fresh.message}")
 
 
-def _ignition(t: Target, f: Fetched, now: datetime) -> list[CheckResult]:
+def _ignition(t: Target, f: Fetched, now: datetime, inv: Inventory) -> list[CheckResult]:
     label = f"GET {t.what}"
     expected = "ignition JSON"
     fix = f"{t.url}: {{}}; run `upi ignition` to make and copy the ignition files"
     if f.error:
-        return [CheckResult(AREA, label, expected, f.error, "fail", fix.format(f.error))]
+        return [CheckResult(AREA, label, expected, f.error, "fail",
+                            _unreached(t, f, inv) or fix.format(f.error))]
     if not f.complete:
         why = f"larger than {IGNITION_LIMIT:,} bytes"
         return [CheckResult(AREA, label, expected, why, "fail", fix.format(why))]
@@ -229,7 +259,7 @@ def _not_staged(t: Target, render_dir: Path) -> CheckResult:
                        f"{where} does not exist: nothing to compare {t.url} with; stage it ({how})")
 
 
-def _probe(t: Target, now: datetime, timeout: float, retries: int,
+def _probe(t: Target, inv: Inventory, now: datetime, timeout: float, retries: int,
            deep: Path | None) -> list[CheckResult]:
     local = staged(deep, t.rel) if deep is not None and t.rel is not None else None
     hashing = local is not None and not local.error
@@ -237,7 +267,7 @@ def _probe(t: Target, now: datetime, timeout: float, retries: int,
     deadline = timeout + (local.size / DEEP_BYTES_PER_SECOND if local and hashing else 0)
     f = fetch(t.url, timeout=timeout, retries=retries, deadline=deadline,
               keep=IGNITION_LIMIT if t.ignition else 1, read=read, digest=hashing)
-    rows = _ignition(t, f, now) if t.ignition else [_artifact(t, f)]
+    rows = _ignition(t, f, now, inv) if t.ignition else [_artifact(t, f, inv)]
     if deep is not None and t.rel is not None:
         rows.append(_compare(t, f, local) if local is not None else _not_staged(t, deep))
     return rows
@@ -256,5 +286,5 @@ def check_http(inv: Inventory, *, server: str | None = None, port: int | None = 
     todo = [Target(t.what, redirect(t.url, base, server, port), t.ignition, t.rel)
             for t in targets(inv)]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        rows = pool.map(lambda t: _probe(t, now, timeout, retries, deep), todo)
+        rows = pool.map(lambda t: _probe(t, inv, now, timeout, retries, deep), todo)
         return [row for group in rows for row in group]

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
+from upi.check.reach import miss
 from upi.watchdog import Watchdog
 
 MAX_REDIRECTS = 5
@@ -37,6 +38,7 @@ class Fetched:
     sha256: str = ""
     complete: bool = False  # the whole body was read (not cut at `read`)
     error: str = ""
+    cause: str = ""  # a network error's cause (`upi.check.reach.Cause`): no route, refused, ...
 
 
 def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
@@ -127,7 +129,7 @@ def fetch(url: str, *, timeout: float, retries: int = 0, deadline: float | None 
     bytes are read (None: all), the first `keep` kept; `digest` hashes what is read.
     """
     limit = timeout if deadline is None else deadline
-    error = ""
+    error, cause = "", ""
     for _ in range(retries + 1):
         start = time.monotonic()
         with Watchdog(limit) as dog:
@@ -135,11 +137,18 @@ def fetch(url: str, *, timeout: float, retries: int = 0, deadline: float | None 
                 got = _once(url, keep=keep, read=read, digest=digest, timeout=timeout, dog=dog)
             except ValueError as exc:  # the URL (or a redirect's) does not parse: retrying cannot help
                 return Fetched(error=f"bad URL: {exc}")
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, UnicodeError, http.client.HTTPException) as exc:
                 got = None
-                error = _why(exc)
+                error, cause = _why(exc), ""
+                if isinstance(exc, OSError | UnicodeError) and \
+                        not isinstance(exc, http.client.HTTPException):
+                    m = miss(exc)
+                    error, cause = m.text, m.cause
         if dog.fired or time.monotonic() - start > limit:
             error = f"no complete answer within {round(limit, 1):g} s (the server is too slow or stalls)"
+            cause = "timeout"
         elif got is not None:
             return got
-    return Fetched(error=error)
+        if cause in ("refused", "no route", "no name"):
+            break  # a definite answer: trying again cannot change it
+    return Fetched(error=error, cause=cause)

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from upi.check.reach import Miss, endpoint, hint
 from upi.check.report import CheckResult
 from upi.check.tftpclient import TftpError, tftp_get
 from upi.errors import UpiError
@@ -88,7 +89,28 @@ def wanted(inv: Inventory, render_dir: Path | None = None) -> list[Wanted]:
     return out
 
 
-def _probe(w: Wanted, server: str, port: int, timeout: float, retries: int) -> CheckResult:
+def _fix(exc: TftpError, w: Wanted, inv: Inventory, server: str, port: int) -> str:
+    """The fix for a failed fetch: by network cause, by TFTP error, else the general one."""
+    url = f"tftp://{endpoint(server, port)}/{w.path} ({w.what})"
+    if exc.cause:
+        return f"{url}: " + hint(
+            Miss(exc.cause, str(exc)), inv, server, endpoint(server, port, "udp"),  # type: ignore[arg-type]
+            listens="start dnsmasq with the rendered dnsmasq/ files there (`upi push`)",
+            firewall="firewall/provisioner.sh", redirect="--server/--port")
+    if str(exc).startswith("TFTP error 1:"):  # dnsmasq: file not found
+        if w.what in ("kernel", "initramfs"):
+            return (f"{url}: {exc}: stage it with `upi images INVENTORY -o DIR --from SRC`, then "
+                    "publish it with `upi push INVENTORY -o DIR`")
+        if w.content is None:
+            return (f"{url}: {exc}: stage the boot loaders with `upi render INVENTORY -o DIR "
+                    "--bootloaders`, then `upi push INVENTORY -o DIR`")
+        return f"{url}: {exc}: publish the render with `upi push INVENTORY -o DIR`"
+    return (f"{url}: {exc}; run `upi push` (or copy the render's tftp/ to tftp_root) and check "
+            "dnsmasq's enable-tftp, tftp-root and that the files are world-readable")
+
+
+def _probe(w: Wanted, inv: Inventory, server: str, port: int, timeout: float,
+           retries: int) -> CheckResult:
     digest = hashlib.sha256()
     kept = bytearray()
     keep = w.content is not None
@@ -107,10 +129,7 @@ def _probe(w: Wanted, server: str, port: int, timeout: float, retries: int) -> C
     try:
         size = tftp_get(server, port, w.path, sink, timeout=timeout, retries=retries)
     except TftpError as exc:
-        return CheckResult(AREA, label, expected, str(exc), "fail",
-                           f"tftp://{server}:{port}/{w.path} ({w.what}): {exc}; run `upi push` "
-                           "(or copy the render's tftp/ to tftp_root) and check dnsmasq's "
-                           "enable-tftp, tftp-root and that the files are world-readable")
+        return CheckResult(AREA, label, expected, str(exc), "fail", _fix(exc, w, inv, server, port))
     disk = w.installed is not None and bytes(kept) == w.installed
     if w.content is not None and bytes(kept) != w.content and not disk:
         return CheckResult(AREA, label, expected, f"differs ({size:,} bytes)", "fail",
@@ -137,7 +156,7 @@ def check_tftp(inv: Inventory, *, server: str | None = None, port: int = TFTP_PO
     host = server or str(inv.provisioner.ip)
 
     def one(w: Wanted) -> CheckResult:
-        row = _probe(w, host, port, timeout, retries)
+        row = _probe(w, inv, host, port, timeout, retries)
         progress(1)
         return row
 

@@ -7,11 +7,15 @@ goes to a callback block by block: a 100 MB initramfs is never in memory.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from upi.check.reach import miss
 
 RRQ, DATA, ACK, ERROR, OACK = 1, 3, 4, 5, 6
 DEFAULT_BLKSIZE = 512
@@ -23,7 +27,14 @@ RATE_GRACE = 10.0
 
 
 class TftpError(Exception):
-    """The transfer failed: a server error packet, a timeout or a protocol fault."""
+    """The transfer failed: a server error packet, a timeout or a protocol fault.
+
+    `cause` is set when the server was not reached at all (`upi.check.reach.Cause`).
+    """
+
+    def __init__(self, message: str, cause: str = "") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 def _packet_error(data: bytes) -> str:
@@ -86,6 +97,24 @@ def _pace(size: int, start: float, max_bytes: int) -> None:
                         "(a server that stalls between blocks)")
 
 
+# Linux <linux/in.h> IP_RECVERR, <linux/in6.h> IPV6_RECVERR (the socket module lacks them).
+_RECVERR: dict[int, tuple[int, int]] = {socket.AF_INET: (socket.IPPROTO_IP, 11),
+                                      socket.AF_INET6: (socket.IPPROTO_IPV6, 25)}
+
+
+def _report_icmp(sock: socket.socket, family: int) -> None:
+    """Have an ICMP error (port unreachable: nothing listens) end the wait at once.
+
+    The server answers from a new port (its TID), so the socket cannot be
+    connected, and an unconnected UDP socket drops ICMP errors unless
+    IP_RECVERR is set (Linux udp(7)); elsewhere the wait times out as before.
+    """
+    level_opt = _RECVERR.get(family)
+    if level_opt and sys.platform == "linux":
+        with contextlib.suppress(OSError):
+            sock.setsockopt(level_opt[0], level_opt[1], 1)
+
+
 def tftp_get(host: str, port: int, filename: str, sink: Callable[[bytes], None], *,
              timeout: float = 2.0, retries: int = 3, blksize: int = BLKSIZE,
              max_bytes: int | None = None) -> int:
@@ -98,13 +127,14 @@ def tftp_get(host: str, port: int, filename: str, sink: Callable[[bytes], None],
     try:  # a name is looked up once; one that does not resolve is a TftpError, not a traceback
         family, _, _, _, dest = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
     except (OSError, UnicodeError) as exc:
-        raise TftpError(f"cannot find the address of {host}: {getattr(exc, 'strerror', None) or exc}"
-                        ) from None
+        why = miss(exc)
+        raise TftpError(why.text, why.cause) from None
     request = struct.pack("!H", RRQ) + filename.encode() + b"\0octet\0"
     if blksize != DEFAULT_BLKSIZE:
         request += f"blksize\0{blksize}\0".encode()
     with socket.socket(family, socket.SOCK_DGRAM) as sock:
         sock.settimeout(timeout)
+        _report_icmp(sock, family)
         last = request
         peer: tuple[str, int] | None = None
         size, expected, block_size = 0, 1, DEFAULT_BLKSIZE
@@ -118,10 +148,12 @@ def tftp_get(host: str, port: int, filename: str, sink: Callable[[bytes], None],
                 tries += 1
                 if tries > retries:
                     what = "no answer" if peer is None else f"no block {expected}"
-                    raise TftpError(f"{what} within {timeout:g} s ({retries} retries)") from None
+                    raise TftpError(f"{what} within {timeout:g} s ({retries} retries)",
+                                    "timeout" if peer is None else "") from None
                 continue
-            except OSError as exc:  # ICMP port unreachable and the like
-                raise TftpError(str(exc.strerror or exc)) from None
+            except OSError as exc:  # ICMP port unreachable, no route and the like
+                why = miss(exc)
+                raise TftpError(why.text, why.cause) from None
             _pace(size, start, max_bytes)  # stray and duplicate packets count against the time too
             if peer is None:
                 peer = (addr[0], addr[1])  # the server's transfer port (its TID)

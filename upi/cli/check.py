@@ -110,9 +110,11 @@ def check_lb(
     timeout: Annotated[float, _timeout(3.0)] = 3.0,
     retries: RetriesOpt = 1,
 ) -> None:
-    """Connect to the load balancer on 6443, 22623, 443 and 80.
+    """Connect to the load balancer on 6443, 22623, 443 and 80; a server must answer through it.
 
-    With --cluster-up (or once 6443 forwards) also GET /readyz through 6443 over TLS.
+    A pool forwards only when a server behind it answers: a TLS handshake on 6443, 22623 and
+    443, an HTTP answer on 80. With --cluster-up (or once 6443 forwards) also GET /readyz
+    through 6443 over TLS.
     """
     from upi.check.lb import parse_port_map
 

@@ -19,7 +19,7 @@ TABLE_ROWS = 40
 )
 def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
     """Check the inventory and print a summary of the cluster it describes."""
-    from upi.commands.validate import summary
+    from upi.commands.validate import summary, table_rows
     from upi.inventory import load_inventory
 
     doc = summary(load_inventory(inventory))
@@ -29,8 +29,8 @@ def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
         return
     console.say(f"{inventory}: valid. {doc['cluster']}, OpenShift {doc['openshift_version']}, "
                 f"{doc['network_type']}, {doc['topology']} topology")
-    cols = ["name", "role", "machine", "firmware", "mac", "ip", "install_disk", "gpu"]
-    console.print_table(None, cols, ([n[c] for c in cols] for n in doc["nodes"]))
+    cols, rows = table_rows(doc)
+    console.print_table(None, cols, rows)
     for w in doc["warnings"]:
         console.warn(w)
     console.finished()
@@ -232,8 +232,12 @@ def ignition(
         if console.shows(parse_line(line).level):  # the installer's debug lines only with -v
             console.progress(f"  {display(line)}")
 
+    def note(message: str) -> None:  # under the installer's warning, shown when it is
+        if console.shows("warn"):
+            console.say_err(f"  upi: {message}")
+
     result = make_ignition(inventory, assets, out, force=force, installer=openshift_install, on_line=show,
-                           on_warning=console.warn)
+                           on_warning=console.warn, on_note=note)
     if result.moved_aside:
         console.say(f"moved the older install's files to {result.moved_aside}")
     console.print_table(f"Ignition files ({result.installer_version})", ["file", "sha256", "bytes", "url"],

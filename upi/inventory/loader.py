@@ -13,6 +13,7 @@ from yaml.constructor import ConstructorError
 
 from upi.errors import InventoryError, Problem
 from upi.inventory import fastyaml
+from upi.inventory.messages import Written, sentence, union_sentence, unknown_key
 from upi.inventory.model import Inventory
 from upi.inventory.quoting import VERSION_KEYS, unquoted_versions
 from upi.inventory.rules import check_rules
@@ -85,6 +86,7 @@ class _Lines:
         self.duplicates: list[tuple[Loc, int]] = []
         self._root = root  # or how to compose it: the fast path keeps no node tree
         self.unquoted: list[tuple[Loc, str]] = []  # versions YAML read as numbers
+        self.scalars: dict[Loc, yaml.ScalarNode] = {}  # each value as written, for messages
 
     def _ensure(self) -> None:
         if self._root is not None:
@@ -116,6 +118,16 @@ class _Lines:
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
                 self.walk(item, (*loc, i), seen_nodes)
+        elif isinstance(node, yaml.ScalarNode):
+            self.scalars[loc] = node
+
+    def written(self, loc: Loc) -> Written | None:
+        """The scalar at `loc` as the file spells it (None: not a scalar, or not in the file)."""
+        self._ensure()
+        node = self.scalars.get(loc)
+        if node is None:
+            return None
+        return Written(str(node.value), str(node.tag), not node.style)
 
     def line_of(self, loc: Loc) -> int | None:
         """Line of the deepest part of `loc` that exists in the file."""
@@ -187,14 +199,23 @@ def _parse(text: str, name: str) -> tuple[Any, _Lines]:
     return data, lines
 
 
-def _message(err: dict[str, Any]) -> str:
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        return "unknown key (typo? see docs/inventory.md for the keys)"
-    if kind == "missing":
-        return "required key is missing"
-    msg = str(err["msg"])
-    return msg.removeprefix("Value error, ")
+def _problems(exc: ValidationError, name: str, lines: _Lines) -> list[Problem]:
+    """One problem per key, in our own words (a key of several types gets one sentence)."""
+    by_loc: dict[Loc, list[dict[str, Any]]] = {}
+    for err in exc.errors():
+        by_loc.setdefault(_pydantic_loc(dict(err)), []).append(dict(err))
+    out = []
+    for loc, errs in by_loc.items():
+        key = str(next((p for p in reversed(loc) if isinstance(p, str)), ""))
+        written = lines.written(loc)
+        if errs[0]["type"] == "extra_forbidden":
+            msg = unknown_key(loc)
+        elif len(errs) > 1:
+            msg = union_sentence(errs, key, written)
+        else:
+            msg = sentence(errs[0], key, written)
+        out.append(Problem(name, lines.line_of(loc), field_path(loc), msg))
+    return out
 
 
 def _pydantic_loc(err: dict[str, Any]) -> Loc:
@@ -223,14 +244,11 @@ def parse_inventory(text: str, path: Path, *, check_files: bool = True,
         top = "the top level must be a mapping (cluster:, network:, ...)"
         raise InventoryError([Problem(name, 1, "", top)])
     if "source" in data:
-        unknown = _message({"type": "extra_forbidden"})
-        problems.append(Problem(name, lines.line_of(("source",)), "source", unknown))
+        problems.append(Problem(name, lines.line_of(("source",)), "source", unknown_key(("source",))))
     try:
         inv = Inventory.model_validate({k: v for k, v in data.items() if k != "source"})
     except ValidationError as exc:
-        for err in exc.errors():
-            loc = _pydantic_loc(dict(err))
-            problems.append(Problem(name, lines.line_of(loc), field_path(loc), _message(dict(err))))
+        problems += _problems(exc, name, lines)
         raise InventoryError(problems) from None
     inv = inv.model_copy(update={"source": path})
     findings = list(check_rules(inv, check_files=check_files))

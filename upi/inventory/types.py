@@ -15,7 +15,7 @@ import re
 from typing import Annotated
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import AfterValidator, BeforeValidator, Field, Strict, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, Strict, WithJsonSchema
 
 from upi.redact import has_userinfo, hide_userinfo
 
@@ -374,7 +374,18 @@ def _exec_path(value: str) -> str:
 ExecPath = Annotated[str, AfterValidator(_exec_path), _schema(
     r"^/[A-Za-z0-9._/+@-]+$", "An absolute path of a program: /usr/local/bin/upi")]
 # A network interface or bridge name (Linux: at most 15 characters).
-InterfaceName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,15}$")]
+_IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
+
+
+def _ifname(value: str) -> str:
+    if not _fullmatch(_IFNAME, value):
+        raise ValueError(f"{_shown(value)} is not a network interface name (1-15 letters, digits "
+                         "and _ . : -, as `ip link` shows it: eno1, br0)")
+    return value
+
+
+InterfaceName = Annotated[str, AfterValidator(_ifname), _schema(
+    r"^[A-Za-z0-9_.:-]{1,15}$", "A network interface or bridge name (eno1, br0): at most 15 characters")]
 # YAML `true` is not 1 and "22" is not 22: whole numbers are written as numbers.
 StrictInt = Annotated[int, Strict()]
 StrictFloat = Annotated[float, Strict()]
