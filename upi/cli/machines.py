@@ -142,8 +142,8 @@ def wait(
         help="The render dir (`upi render -o`). With it, each node's PXE file there and on the "
         "provisioner flips to local boot as the node joins, and the bootstrap is retired from its "
         "HAProxy config, so a later `upi push` keeps both; the age of the ignition files staged "
-        "there is judged too. Without it neither is recorded: a later push would reinstall the "
-        "nodes.")] = None,
+        "there is judged too. Without it (the default) neither is recorded: a later push would "
+        "reinstall the nodes.")] = None,
     kubeconfig: Annotated[Path | None, typer.Option(
         "--kubeconfig", metavar="FILE", show_default=False,
         help="Kubeconfig for CSRs and nodes (default: ASSETS/auth/kubeconfig).")] = None,
