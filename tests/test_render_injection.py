@@ -242,15 +242,16 @@ PREPARE = "provisioner/prepare.sh"
 
 
 def _placement(workdir: Path, doc: dict[str, Any]) -> tuple[object, ...]:
-    """What decides which steps provisioner/prepare.sh holds: the packages, services, bridge and
-    notes for other hosts (values placing the VMs or HAProxy elsewhere drop steps, by design).
+    """What decides which steps provisioner/prepare.sh holds: the packages, services, the bridge's
+    layout (provisioner.interface a NIC or the bridge itself) and notes for other hosts (values placing the VMs or HAProxy elsewhere drop steps, by design).
     A doc whose placement differs from its baseline's is not compared for that file (the other
     cases keep it covered; tests/test_prepare.py runs every placement's script)."""
     from upi.facts.provisioner import prepare_plan
 
     text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
     plan = prepare_plan(parse_inventory(text, workdir / "inventory.yaml"))
-    return plan.packages, tuple(s.unit for s in plan.services), plan.bridge is None, len(plan.elsewhere)
+    layout = None if plan.bridge is None else plan.bridge.port is None  # interface: the bridge itself
+    return plan.packages, tuple(s.unit for s in plan.services), layout, len(plan.elsewhere)
 
 
 def _baseline(workdir: Path, doc: dict[str, Any]) -> list[RenderedFile]:
