@@ -9,21 +9,23 @@
 #   tests/fresh/debian12.sh --demo-only          # stop after make demo
 #   tests/fresh/debian12.sh --root DIR --keep    # build in DIR (empty or absent), keep it
 #   tests/fresh/debian12.sh --debs FILE.tgz      # cache debootstrap's downloads in FILE.tgz
+#   tests/fresh/debian12.sh --cert FILE          # HTTPS through a TLS-inspecting proxy: its CA
 #   CI=true tests/fresh/debian12.sh              # make test as CI runs it (missing = failed)
 #
 # Prints each phase's wall time and exit code; exits 0 only if every phase did.
 set -euo pipefail
 
-usage() { sed -n '2,13s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,14s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-root="" keep=0 demo_only=0 debs="" mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+root="" keep=0 demo_only=0 debs="" cert="" mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 while [ $# -gt 0 ]; do
   case $1 in
     --root) root=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --demo-only) demo_only=1; shift ;;
     --debs) debs=$(realpath -m "$2"); shift 2 ;;
+    --cert) cert=$(realpath "$2"); shift 2 ;;
     -h|--help) usage ;;
     *) echo "debian12.sh: unknown argument $1" >&2; usage 2 >&2 ;;
   esac
@@ -94,6 +96,11 @@ bootstrap() {
 
 prepare() {
   cp /etc/resolv.conf "$root/etc/resolv.conf"
+  # A site that inspects HTTPS trusts its own CA; pip inside is told of it as
+  # pip on such a machine would be (PIP_CERT), nothing else is.
+  if [ -n "$cert" ]; then
+    mkdir -p "$root/etc/upi-fresh" && cp "$cert" "$root/etc/upi-fresh/ca.crt"
+  fi
   # Daemons the packages would start (nginx on :80, sshd on :22) would share
   # this host's network, not a fresh machine's: the standard chroot policy.
   printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"
@@ -111,6 +118,7 @@ prepare() {
 
 inside() {  # inside COMMAND...: run it in the root's checkout, as root on a fresh machine would
   chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 CI="${CI:-}" \
+    ${cert:+PIP_CERT=/etc/upi-fresh/ca.crt} \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     /bin/bash -c "cd /root/upi && $*"
 }
