@@ -66,10 +66,10 @@ for p in $(APT_PROGRAMS); do \
 for f in $(PXE_FILES); do [ -f $$f ] || echo "file $$f"; done
 endef
 
-# $(call apt,CHECK,PACKAGES,FATAL): apt-get only when root and CHECK finds something
+# $(call apt,CHECK,PACKAGES,NEEDED): apt-get only when root and CHECK finds something
 # missing: a fresh machine installs, a warm one skips in milliseconds. Not root,
-# it prints the one apt-get line to run; then it fails if FATAL (nothing could
-# work without them) or under CI=true.
+# it prints the one apt-get line to run; then it fails if the NEEDED check finds
+# something missing (the venv could not be built) or under CI=true.
 define apt
 @missing=$$($(1)); \
 if [ -n "$$missing" ]; then \
@@ -83,7 +83,7 @@ if [ -n "$$missing" ]; then \
     echo "missing:"; echo "$$missing" | sed 's/^/  /'; \
     echo "install them as root with:"; \
     echo "  apt-get install -y --no-install-recommends $(strip $(2))"; \
-    if [ -n "$(3)" ] || [ "$${CI:-}" = true ]; then exit 1; fi; \
+    if [ "$${CI:-}" = true ] || [ -n "$$($(3))" ]; then exit 1; fi; \
     echo "going on: the tests that need them say so and are skipped"; \
   fi; \
 fi
@@ -93,15 +93,15 @@ endef
 
 # Every prerequisite of `make test`: build tools, libvirt's headers, test programs.
 system-deps:
-	$(call apt,$(missing_test),$(APT_PACKAGES))
+	$(call apt,$(missing_test),$(APT_PACKAGES),$(missing_build))
 
 # What `python3 -m venv` needs (python3-venv on Debian).
 venv-deps:
-	$(call apt,$(missing_venv),$(VENV_PACKAGES),fatal)
+	$(call apt,$(missing_venv),$(VENV_PACKAGES),$(missing_venv))
 
 # What compiling the libvirt extra needs.
 build-deps:
-	$(call apt,$(missing_build),$(VENV_PACKAGES) $(BUILD_PACKAGES),fatal)
+	$(call apt,$(missing_build),$(VENV_PACKAGES) $(BUILD_PACKAGES),$(missing_build))
 
 $(BIN)/python:
 	@$(MAKE) --no-print-directory venv-deps
