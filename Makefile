@@ -37,13 +37,17 @@ TEST_PACKAGES := \
 	curl \
 	cpio \
 	nginx \
-	firewalld
+	firewalld \
+	netbase
 APT_PACKAGES := $(VENV_PACKAGES) $(BUILD_PACKAGES) $(TEST_PACKAGES)
 APT_PROGRAMS := dnsmasq haproxy sshd virt-install qemu-system-x86_64 grub-mkimage dig busybox ip nginx firewall-offline-cmd
 # The PXE tests also `apt-get download` a Debian kernel (not installed) and
 # cache it under $${XDG_CACHE_HOME:-~/.cache}/upi-test (tests/pxe_harness.py).
 PXE_FILES := /usr/lib/PXELINUX/pxelinux.0 /usr/lib/syslinux/modules/bios/ldlinux.c32 \
 	/usr/share/OVMF/OVMF_CODE.fd /usr/share/OVMF/OVMF_VARS.fd /usr/lib/grub/x86_64-efi/linux.mod
+# firewall-offline-cmd resolves protocols (esp) in /etc/protocols: netbase, which
+# minimal Debian images (debootstrap minbase, the debian:12 container) lack.
+TEST_FILES := $(PXE_FILES) /etc/protocols
 
 # Presence checks: each prints what is missing, one item a line (nothing: all there).
 define missing_venv
@@ -63,7 +67,7 @@ define missing_test
 $(missing_build); \
 for p in $(APT_PROGRAMS); do \
   command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || echo "program $$p"; done; \
-for f in $(PXE_FILES); do [ -f $$f ] || echo "file $$f"; done
+for f in $(TEST_FILES); do [ -f $$f ] || echo "file $$f"; done
 endef
 
 # $(call apt,CHECK,PACKAGES,NEEDED): apt-get only when root and CHECK finds something

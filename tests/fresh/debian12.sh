@@ -65,7 +65,7 @@ cleanup() {
   for proc in /proc/[0-9]*; do
     if [ "$(readlink "$proc/root" 2>/dev/null)" = "$root" ]; then kill -9 "${proc#/proc/}" 2>/dev/null || true; fi
   done
-  for m in run dev/pts dev sys proc; do
+  for m in run dev sys proc ""; do
     if mountpoint -q "$root/$m" 2>/dev/null; then umount -R "$root/$m" 2>/dev/null || umount -R -l "$root/$m"; fi
   done
   if findmnt -R -n -o TARGET "$root" | grep -q .; then
@@ -109,6 +109,8 @@ prepare() {
   # this host's network, not a fresh machine's: the standard chroot policy.
   printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"
   chmod 755 "$root/usr/sbin/policy-rc.d"
+  # `ip netns exec` (the PXE and TFTP tests) remounts / as a slave: / must be a mount.
+  mount --bind "$root" "$root"
   mount -t proc proc "$root/proc"
   mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
   mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
