@@ -17,6 +17,10 @@ BUILD_PACKAGES := \
 	gcc \
 	pkg-config \
 	libvirt-dev
+# kubectl (tests/test_approve_csr.py): Debian 12's kubernetes-client (1.20) only
+# where no kubectl is installed; it conflicts with the kubectl package of
+# Kubernetes' own repository.
+KUBECTL_PACKAGE := $(if $(shell command -v kubectl),,kubernetes-client)
 # Real programs the tests run (reference/test-harness.md, pxe-boot-test.md).
 TEST_PACKAGES := \
 	dnsmasq-base \
@@ -38,9 +42,11 @@ TEST_PACKAGES := \
 	cpio \
 	nginx \
 	firewalld \
-	netbase
+	netbase \
+	$(KUBECTL_PACKAGE)
 APT_PACKAGES := $(VENV_PACKAGES) $(BUILD_PACKAGES) $(TEST_PACKAGES)
-APT_PROGRAMS := dnsmasq haproxy sshd virt-install qemu-system-x86_64 grub-mkimage dig busybox ip nginx firewall-offline-cmd
+APT_PROGRAMS := dnsmasq haproxy sshd virt-install qemu-system-x86_64 grub-mkimage dig busybox ip nginx \
+	firewall-offline-cmd kubectl
 # The PXE tests also `apt-get download` a Debian kernel (not installed) and
 # cache it under $${XDG_CACHE_HOME:-~/.cache}/upi-test (tests/pxe_harness.py).
 PXE_FILES := /usr/lib/PXELINUX/pxelinux.0 /usr/lib/syslinux/modules/bios/ldlinux.c32 \

@@ -80,8 +80,17 @@ def test_system_deps_not_root_names_a_missing_build_prerequisite_and_stops(
     (line,) = apt_lines(result.stdout)  # one line to run, with every package make test needs
     packages = line.split("--no-install-recommends ")[1].split()
     for package in ("python3-venv", "python3-dev", "gcc", "pkg-config", "libvirt-dev", "dnsmasq-base",
-                    "haproxy", "qemu-system-x86", "nginx", "firewalld", "netbase"):
+                    "haproxy", "qemu-system-x86", "nginx", "firewalld", "netbase", "kubernetes-client"):
         assert package in packages, line
+
+
+def test_debians_kubectl_is_asked_for_only_where_no_kubectl_is_installed(checkout: Path,
+                                                                          tmp_path: Path) -> None:
+    # kubernetes-client conflicts with the kubectl package of Kubernetes' own repository.
+    env = machine(tmp_path, gcc=False)
+    _script(Path(env["PATH"]) / "kubectl", "#!/bin/sh\nexit 0\n")
+    (line,) = apt_lines(make(checkout, env, "system-deps").stdout)
+    assert "kubernetes-client" not in line.split()
 
 
 def test_make_test_not_root_prints_one_apt_get_line_only(checkout: Path, tmp_path: Path) -> None:
