@@ -197,8 +197,8 @@ def wait(
     inventory's node CSRs and restarts VMs that power off after their
     install. Timeouts are retried; Ctrl-C stops cleanly and a re-run resumes.
     VM nodes need libvirt-python unless --no-vms: without it upi wait refuses
-    at the start (exit 2). Meanwhile each node's install stages (upi status) are shown: a live table
-    on a terminal, each change as a line otherwise.
+    at the start (exit 2). Meanwhile each node's install stages (upi status)
+    are shown: a live table on a terminal, each change as a line otherwise.
     With --gpu it then installs NFD and the GPU Operator and verifies every
     `gpu: true` node exactly as `upi gpu` does (docs/gpu.md); exit 1 unless
     every GPU node is verified.
