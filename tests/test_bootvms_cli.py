@@ -160,8 +160,11 @@ def test_without_libvirt_python_the_error_names_the_extra(runner, tmp_path, monk
     result = runner.invoke(app, ["boot-vms", DGXPOD, "--connect", node_uri(tmp_path)])
     assert result.exit_code == 1
     assert result.stderr == (
-        "upi: error: boot-vms needs libvirt-python: pip install 'upi[libvirt]' "
-        "(it compiles against libvirt-dev on Debian, libvirt-devel on RHEL)\n")
+        "upi: error: libvirt-python is not installed; install upi's libvirt extra: "
+        "`pipx inject upi-openshift-dgx libvirt-python` where pipx installed upi, or "
+        "`pip install -e '.[libvirt]'` in the checkout with the virtualenv's pip (libvirt-python "
+        "compiles: gcc, pkg-config, python3-dev and libvirt-dev on Debian; libvirt-devel and "
+        "python3-devel on RHEL)\n")
 
 
 def test_dry_run_previews_even_when_the_hypervisor_is_unreachable(runner, tmp_path) -> None:

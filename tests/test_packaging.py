@@ -6,16 +6,20 @@ them, or the inventory's `csr_approver.upi`; never a path upi only hopes for.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
+import tomllib
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, inventory_path
 
-from upi import __version__
+from upi import DISTRIBUTION, __version__
 from upi.cli import app
 
 UNITS = ("csr/upi-approve-csr.service", "csr/upi-approve-csr-once.service")
@@ -38,11 +42,13 @@ def test_the_wheel_installs_a_upi_whose_units_call_it(tmp_path: Path) -> None:
     wheels, target = tmp_path / "wheels", tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
                    check=True, timeout=300, capture_output=True)
-    (wheel,) = wheels.glob("upi-*.whl")
+    (wheel,) = wheels.glob("upi_openshift_dgx-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         entry = next(n for n in names if n.endswith("entry_points.txt"))
         assert "upi = upi.cli:main" in zf.read(entry).decode()
+        meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        assert f"\nName: {DISTRIBUTION}\n" in meta and "\nProvides-Extra: libvirt\n" in meta
     assert "upi/templates/csr/upi-approve-csr.service.j2" in names  # templates travel with the package
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
                     str(wheel)], check=True, timeout=300, capture_output=True)
@@ -85,3 +91,58 @@ def test_a_upi_path_no_unit_can_hold_is_refused(runner, example_dir: Path, value
     assert result.exit_code == 2
     assert f"{inventory}:{line}: csr_approver.upi: " in result.output
     assert "is not an absolute program path" in result.output
+
+
+def test_the_distribution_is_named_apart_from_pypis_upi(runner) -> None:
+    # PyPI's project `upi` is an unrelated one: `pip install 'upi[libvirt]'` installs it.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == DISTRIBUTION == "upi-openshift-dgx"
+    assert project["scripts"] == {"upi": "upi.cli:main"}  # the command stays `upi`
+    assert metadata.version(DISTRIBUTION) == __version__  # this venv's editable install
+    doc = json.loads(runner.invoke(app, ["version", "--json"]).stdout)
+    assert doc["distribution"] == DISTRIBUTION
+
+
+# `pip install upi`, `pip install 'upi[libvirt]'`, `pipx install upi`, `pip install -U upi-...`:
+# each would fetch a PyPI project, never this checkout.
+_FROM_PYPI = re.compile(r"""\bpipx?3?\s+install\s+(?:-\S+\s+)*['"]?upi\b""")
+_SKIP = {".git", ".venv", "out", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+         ".hypothesis", "build", "dist"}
+
+
+def _text_files(top: Path) -> list[Path]:
+    found = []
+    for folder, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if d not in _SKIP and not d.endswith(".egg-info")]
+        found += [Path(folder) / f for f in files]
+    return found
+
+
+def test_no_message_or_doc_installs_upi_from_pypi() -> None:
+    this = Path(__file__).resolve()
+    hits = []
+    for path in _text_files(ROOT):
+        if path.resolve() == this:
+            continue
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue
+        hits += [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
+                 for m in _FROM_PYPI.finditer(text)]
+    assert not hits, "install from the checkout (pipx inject, the venv's pip -e .), not PyPI:\n" + \
+        "\n".join(hits)
+
+
+@pytest.mark.parametrize("line", ["pip install 'upi[libvirt]'", "pip install upi", "pipx install upi",
+                                  "python3 -m pip install -U \"upi[libvirt]\"",
+                                  "pip3 install upi-openshift-dgx"])
+def test_the_scan_finds_each_form_of_an_install_from_pypi(line: str) -> None:
+    assert _FROM_PYPI.search(line)
+
+
+@pytest.mark.parametrize("line", ["pip install -e '.[libvirt]'", "pipx install --force '.[libvirt]'",
+                                  "pipx inject upi-openshift-dgx libvirt-python",
+                                  "pip install '.[dev,libvirt]'"])
+def test_the_scan_lets_installs_from_the_checkout_pass(line: str) -> None:
+    assert not _FROM_PYPI.search(line)

@@ -243,7 +243,8 @@ PREPARE = "provisioner/prepare.sh"
 
 def _placement(workdir: Path, doc: dict[str, Any]) -> tuple[object, ...]:
     """What decides which steps provisioner/prepare.sh holds: the packages, services, the bridge's
-    layout (provisioner.interface a NIC or the bridge itself) and notes for other hosts (values placing the VMs or HAProxy elsewhere drop steps, by design).
+    layout (provisioner.interface a NIC or the bridge itself) and notes for other hosts: placing
+    the VMs or HAProxy elsewhere drops steps, by design.
     A doc whose placement differs from its baseline's is not compared for that file (the other
     cases keep it covered; tests/test_prepare.py runs every placement's script)."""
     from upi.facts.provisioner import prepare_plan

@@ -168,3 +168,22 @@ def test_ctrl_c_stops_everything_and_a_rerun_resumes_at_install_complete(
     assert installer_log(assets).count("for the Kubernetes API at") == 1
     assert site.reload_log() == ["haproxy"]
     assert state(assets) == ALL_STAGES
+
+
+def test_no_vms_retires_the_bootstrap_from_haproxy_and_leaves_its_vm_without_libvirt(
+        runner, tmp_path, example_dir, kube, monkeypatch) -> None:
+    # `--no-vms`: the VMs are the admin's (another hypervisor, another tool); upi needs no
+    # libvirt-python, yet the load balancer still drops the bootstrap.
+    require("haproxy")
+    monkeypatch.setitem(sys.modules, "libvirt", None)  # `import libvirt` raises ImportError
+    site = make_site(tmp_path, example_dir, runner, {"local": True})
+    assets = make_assets(runner, site.inventory, tmp_path)
+    script(monkeypatch, tmp_path)
+    result = runner.invoke(app, wait_args(site.inventory, assets, kube, "--no-vms"))
+    assert result.exit_code == 0, result.output
+    assert "bootstrap" not in (site.root / "etc/haproxy/haproxy.cfg").read_text()
+    assert "upi: warning: VM bootstrap is yours (--no-vms): destroy it by hand" in result.stdout
+    assert "bootstrap: VM bootstrap is yours (--no-vms): destroy it by hand" in result.stdout
+    assert "vm:" not in result.stdout and "libvirt" not in result.output
+    assert site.reload_log() == ["haproxy"]
+    assert state(assets) == ALL_STAGES

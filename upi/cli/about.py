@@ -12,11 +12,11 @@ def version(as_json: JsonOpt = False) -> None:
     import platform
     import sys
 
-    from upi import __version__
+    from upi import DISTRIBUTION, __version__
     from upi.selfpath import upi_command
 
-    doc = {"version": __version__, "python": platform.python_version(), "executable": upi_command(),
-           "platform": sys.platform}
+    doc = {"version": __version__, "distribution": DISTRIBUTION, "python": platform.python_version(),
+           "executable": upi_command(), "platform": sys.platform}
     if as_json:
         console.print_json(doc)
         return

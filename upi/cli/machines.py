@@ -155,7 +155,8 @@ def wait(
     no_approve: Annotated[bool, typer.Option(
         "--no-approve", help="Do not approve node CSRs (something else does).")] = False,
     no_vms: Annotated[bool, typer.Option(
-        "--no-vms", help="Do not restart VMs that power off after their install.")] = False,
+        "--no-vms", help="The VMs are yours: do not restart them after their install, nor destroy the "
+        "bootstrap VM (HAProxy still drops it). Without it, VM nodes need libvirt-python.")] = False,
     no_metal: Annotated[bool, typer.Option(
         "--no-metal", help="Do not network-boot bare-metal workers over Redfish once the machine "
         "config server answers, nor flip their PXE files to local boot as they join.")] = False,
@@ -199,8 +200,9 @@ def wait(
     destroys its VM, waits for install-complete; meanwhile approves the
     inventory's node CSRs and restarts VMs that power off after their
     install. Timeouts are retried; Ctrl-C stops cleanly and a re-run resumes.
-    Meanwhile each node's install stages (upi status) are shown: a live table
-    on a terminal, each change as a line otherwise.
+    VM nodes need libvirt-python unless --no-vms: without it upi wait refuses
+    at the start (exit 2). Meanwhile each node's install stages (upi status)
+    are shown: a live table on a terminal, each change as a line otherwise.
     With --gpu it then installs NFD and the GPU Operator and verifies every
     `gpu: true` node exactly as `upi gpu` does (docs/gpu.md); exit 1 unless
     every GPU node is verified.

@@ -1,7 +1,8 @@
 """Every libvirt call of boot-vms: connections, disks, define/start, boot switch, destroy.
 
-libvirt-python is an optional extra (`upi[libvirt]`): it is imported here, on
-first use, so the rest of upi works without it.
+libvirt-python is an optional extra (the `libvirt` extra of the checkout's
+pyproject.toml): it is imported here, on first use, so the rest of upi works
+without it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from types import ModuleType, TracebackType
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+from upi import DISTRIBUTION
 from upi.errors import MissingExtra, VmError
 from upi.facts import VmSpec
 from upi.render import domain_xml
@@ -24,17 +26,22 @@ RUNNING = 1  # VIR_DOMAIN_RUNNING
 SHUTOFF = 5  # VIR_DOMAIN_SHUTOFF
 STATE_NAMES = {0: "no state", 1: "running", 2: "blocked", 3: "paused", 4: "shutting down",
                5: "shut off", 6: "crashed", 7: "suspended"}
+# How to add the extra to the upi that runs, from the checkout: the PyPI project
+# named `upi` is another one. libvirt-python is a source package: it compiles.
+INSTALL_LIBVIRT = (
+    f"install upi's libvirt extra: `pipx inject {DISTRIBUTION} libvirt-python` where pipx installed "
+    "upi, or `pip install -e '.[libvirt]'` in the checkout with the virtualenv's pip "
+    "(libvirt-python compiles: gcc, pkg-config, python3-dev and libvirt-dev on Debian; "
+    "libvirt-devel and python3-devel on RHEL)"
+)
 
 
 def libvirt_module() -> ModuleType:
-    """The libvirt module, or a MissingExtra naming the pip extra that provides it."""
+    """The libvirt module, or a MissingExtra saying how to install the extra that provides it."""
     try:
         import libvirt
     except ImportError:
-        raise MissingExtra(
-            "boot-vms needs libvirt-python: pip install 'upi[libvirt]' "
-            "(it compiles against libvirt-dev on Debian, libvirt-devel on RHEL)"
-        ) from None
+        raise MissingExtra(f"libvirt-python is not installed; {INSTALL_LIBVIRT}") from None
     # libvirt prints every error to stderr by default; upi reports the ones that matter itself.
     libvirt.registerErrorHandler(_quiet, None)
     return cast(ModuleType, libvirt)

@@ -104,6 +104,47 @@ def preflight(req: WaitRequest, state: WaitState, display: WaitDisplay) -> None:
             display.warn(fresh.message)
 
 
+def _shepherds(req: WaitRequest, inv: Inventory, state: WaitState) -> bool:
+    """Whether this run restarts VMs from disk (the VM shepherd): only until bootstrap-complete."""
+    from upi.vms.plan import targets
+
+    return req.vms and bool(targets(inv, req.connect)) and not state.is_done("bootstrap_complete")
+
+
+def _destroys_bootstrap_vm(req: WaitRequest, inv: Inventory, state: WaitState) -> bool:
+    """Whether this run destroys the bootstrap VM (after taking it out of HAProxy)."""
+    return (req.vms and not req.keep_bootstrap and not state.is_done("bootstrap_removed")
+            and inv.bootstrap.machine_kind is Machine.vm)
+
+
+def check_libvirt(req: WaitRequest, inv: Inventory, state: WaitState) -> None:
+    """Refuse at the start a run whose VM work needs libvirt-python when it is not installed.
+
+    Without it the VM shepherd would only warn, the wait would sit out the whole
+    bootstrap phase with the masters powered off, and removing the bootstrap
+    would fail at its last step. `--no-vms` (the VMs are the admin's) needs none.
+    """
+    from upi.errors import MissingExtra
+    from upi.vms.libvirt_ops import INSTALL_LIBVIRT, libvirt_module
+    from upi.vms.plan import targets
+
+    work = []
+    if _shepherds(req, inv, state):
+        names = ", ".join(s.name for s in targets(inv, req.connect))
+        work.append(f"start {names} from disk after their install")
+    if _destroys_bootstrap_vm(req, inv, state):
+        work.append(f"destroy the bootstrap VM {inv.bootstrap.name} once bootstrapped")
+    if not work:
+        return
+    try:
+        libvirt_module()
+    except MissingExtra:
+        raise UsageError(
+            f"{req.inventory}: upi wait would {' and '.join(work)} through libvirt, but libvirt-python "
+            f"is not installed; {INSTALL_LIBVIRT}. Or, if you start and destroy the VMs yourself, "
+            "pass --no-vms") from None
+
+
 def _approver(req: WaitRequest, display: WaitDisplay) -> Worker:
     from upi.csr.approve import approve_csr
 
@@ -193,10 +234,13 @@ def _remove_bootstrap(req: WaitRequest, inv: Inventory, conns: Any, display: Wai
                     + (f", passed `{checked[0]}`" if checked else ""))
         display.note(done[-1])
         _record_retired(req, display, done)
-        if node.machine_kind is Machine.vm:
+        if node.machine_kind is Machine.vm and req.vms:
             gone = destroy_vm(inv, node.name, connect=req.connect, report=display.vm, connections=conns)
             done.append(f"VM {node.name} on {gone.uri}: "
                         + ("destroyed" if gone.domain_removed else "already gone"))
+        elif node.machine_kind is Machine.vm:
+            done.append(f"VM {node.name} is yours (--no-vms): destroy it by hand")
+            display.warn(done[-1])
         else:
             done.append(f"{node.name} is bare metal: power it off by hand")
             display.warn(done[-1])
@@ -263,7 +307,6 @@ def _first_imports(req: WaitRequest, inv: Inventory) -> None:
 def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
     """Check, start the helpers, drive the installer to the end, stop the helpers."""
     from upi.vms import Connections
-    from upi.vms.plan import targets
 
     inv = load_inventory(req.inventory)
     if req.gpu and not any(n.gpu for n in inv.nodes):
@@ -271,6 +314,7 @@ def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
     binary = locate(req.installer, version=inv.cluster.openshift_version)
     state = load_state(req.assets)
     preflight(req, state, display)
+    check_libvirt(req, inv, state)
     secret = read_named_text(inv.resolve(inv.cluster.pull_secret_file))  # never hangs on a FIFO
     installer = Installer(binary, req.assets, pull_secret_fragments(secret))
     deadline = None if req.deadline_minutes is None else req.deadline_minutes * 60
@@ -287,7 +331,7 @@ def run(req: WaitRequest, display: WaitDisplay) -> WaitRun:
             workers.add(status)
         if req.approve:
             workers.add(_approver(req, display))
-        if req.vms and targets(inv, req.connect) and not state.is_done("bootstrap_complete"):
+        if _shepherds(req, inv, state):
             workers.add(_shepherd(req, inv, conns, deadline or opts.bootstrap_budget, display))
         if req.metal and metal_workers(inv) and not state.is_done("install_complete"):
             workers.add(_metal(req, inv, display))
