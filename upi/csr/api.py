@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from upi.digits import natural
 from upi.errors import ClusterError
 
 MAX_RESPONSE = 16 * 1024 * 1024  # one response or one page of a list; CSR lists page at PAGE
@@ -97,8 +98,11 @@ class Api:
 
     def _read(self, resp: Any, what: str, end: float) -> bytes:
         length = resp.headers.get("Content-Length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            raise ApiResponseError(f"{what}: the response is {int(length):,} bytes, more than upi "
+        size = natural(length.strip(), leading_zeros=True) if length is not None else None
+        if length is not None and size is None:  # '²', 5,000 digits, '-1': no HTTP length
+            raise ApiResponseError(f"{what}: the response's Content-Length {length[:20]!r} is not a number")
+        if size is not None and size > self.max_bytes:
+            raise ApiResponseError(f"{what}: the response is {size:,} bytes, more than upi "
                                    f"reads ({self.max_bytes:,})")
         out = bytearray()
         for chunk in resp.iter_bytes():
