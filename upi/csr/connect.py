@@ -35,7 +35,7 @@ def find_kubeconfig(explicit: Path | None, assets: Path | None = None) -> Path |
 class Connection:
     """The HTTP client every API request goes through (upi.csr.api.Api bounds what it reads)."""
 
-    http: Any  # httpx2.Client built by lightkube from the kubeconfig: its TLS and credentials
+    http: Any  # httpx2.Client: the kubeconfig's TLS and credentials, over upi.csr.deadline's transport
     server: str
 
     def close(self) -> None:
