@@ -3,7 +3,7 @@
 Each broken kubeconfig is derived from the FAKE API server's admin
 kubeconfig (tests/fake_kube.py, shaped like openshift-install's
 auth/kubeconfig). Whichever command reads it -- approve-csr, gpu, status,
-wait -- ends with exit 2 and one paragraph naming the kubeconfig and the
+wait, boot-metal --watch -- ends with exit 2 and one paragraph naming the kubeconfig and the
 field, never a traceback, and never hangs on a FIFO named in it.
 """
 
@@ -146,6 +146,9 @@ def _args(command: str, kubeconfig: Path, tmp_path: Path, runner) -> list[str]:
         return ["approve-csr", str(INVENTORY), "--kubeconfig", str(kubeconfig), "--once"]
     if command == "gpu":
         return ["gpu", str(INVENTORY), "--kubeconfig", str(kubeconfig), "--timeout", "0.1"]
+    if command == "boot-metal":
+        return ["boot-metal", str(INVENTORY), "--watch", "-o", str(tmp_path / "render"),
+                "--kubeconfig", str(kubeconfig)]
     if command == "status":
         return ["status", str(INVENTORY), "--kubeconfig", str(kubeconfig), "--dnsmasq-log", os.devnull]
     assets = make_assets(runner, INVENTORY, tmp_path / "wait")
@@ -153,7 +156,7 @@ def _args(command: str, kubeconfig: Path, tmp_path: Path, runner) -> list[str]:
             "--retry-pause", "0", "--keep-bootstrap", "--no-vms"]
 
 
-COMMANDS = ["approve-csr", "gpu", "status", "wait"]
+COMMANDS = ["approve-csr", "gpu", "status", "wait", "boot-metal"]
 
 
 @pytest.mark.timeout(60)  # a FIFO that blocked would hang here
