@@ -230,3 +230,49 @@ def test_a_refused_token_is_exit_1_and_never_printed(runner, kube, tmp_path) -> 
     assert result.exit_code == 1, result.output
     assert "HTTP 401" in result.stderr
     assert "not-this-one" not in result.output
+
+
+def test_a_rotated_token_file_is_read_again_on_a_401(kube, tmp_path) -> None:
+    from upi.csr.api import Api
+    from upi.csr.connect import connect
+
+    token = tmp_path / "token"
+    token.write_text("sha256~before\n")
+    conn = connect(_token_kubeconfig(kube, tmp_path, {"tokenFile": str(token)}))
+    try:
+        token.write_text("sha256~after\n")  # the kubelet rotates a service account token this way
+        kube.tokens = {"sha256~after"}
+        Api(conn.http).list("/api/v1/nodes")
+    finally:
+        conn.close()
+
+
+def test_the_client_key_is_gone_from_disk_once_connected(kube, tmp_path, monkeypatch) -> None:
+    import tempfile
+
+    from upi.csr.connect import connect
+
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    connect(kube.kubeconfig).close()
+    assert list(private.iterdir()) == []
+
+
+def test_in_a_pod_the_service_account_is_read_bounded_too(tmp_path, monkeypatch) -> None:
+    from upi.csr.kubeconfig import in_cluster
+    from upi.errors import UsageError
+
+    account = tmp_path / "sa"
+    account.mkdir()
+    (account / "ca.crt").write_text("PEM")
+    (account / "token").write_text("sha256~pod\n")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    access = in_cluster(account)
+    assert (access.server, access.token, access.token_file) == ("https://[fd00::1]:443", "sha256~pod",
+                                                                 account / "token")
+    (account / "token").unlink()
+    os.mkfifo(account / "token")
+    with pytest.raises(UsageError, match=r"token is a FIFO \(named pipe\), not a regular file"):
+        in_cluster(account)
