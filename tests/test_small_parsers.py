@@ -144,3 +144,15 @@ def test_natural_takes_leading_zeros_only_when_asked() -> None:
     assert natural("0512", leading_zeros=True) == 512
     assert natural("0" * 40 + "7", leading_zeros=True) == 7
     assert natural("9" * 20, leading_zeros=True) is None
+
+
+@pytest.mark.parametrize("length", ["9" * 5000, "\u00b2"])
+def test_a_bmc_content_length_that_is_no_plain_number_is_not_a_traceback(runner, example_dir: Path,
+                                                                        tmp_path: Path, length: str) -> None:
+    from fake_http import response
+    from test_bmc_hostile import JSON, power_status
+
+    answer = response(b"[1, 2]", headers={**JSON, "Content-Length": length})
+    url, result = power_status(runner, example_dir, tmp_path, [answer])  # asserts: exit 1, no traceback
+    for node in ("worker-0", "worker-1"):
+        assert f"{node} (BMC {url}): " in result.stderr
