@@ -107,7 +107,7 @@ class _Doc:
             return False
         if not (isinstance(node, yaml.ScalarNode) and node.tag == _BOOL):
             raise self.fail(node, where, f"is {_kind(node)}, not true or false")
-        return bool(yaml.SafeLoader("").construct_yaml_bool(node))
+        return str(node.value).lower() in ("true", "yes", "on")  # the YAML 1.1 spellings of true
 
 
 def _is_null(node: yaml.Node) -> bool:
