@@ -111,7 +111,7 @@ BROKEN: dict[str, tuple[Edit | str, str, str]] = {
     "key without certificate": (lambda doc, w: _user(doc).pop("client-certificate-data"), "users[0].user",
                                 "has a client certificate or key without its client-certificate"),
     "auth-provider": (_user_is({"auth-provider": {"name": "oidc", "config": {"idp-issuer-url": "x"}}}),
-                      "users[0].user.auth-provider", "auth providers (oidc, gcp, azure) were removed"),
+                      "users[0].user.auth-provider", "upi does not run auth providers"),
     "tokenFile missing": (_user_is({"tokenFile": "no-such-token"}), "users[0].user.tokenFile",
                           "no-such-token does not exist"),
     "tokenFile a FIFO": (lambda doc, w: _set(doc["users"][0], "user", {"tokenFile": _fifo(w, "token")}),

@@ -4,7 +4,8 @@ The shape is client-go's (k8s.io/client-go/tools/clientcmd/api/v1/types.go):
 `clusters`, `users` and `contexts` are lists of `{name, cluster|user|context}`
 and `current-context` names one context. Anything else -- a list where a
 mapping belongs, a context naming a user that is not there, an `auth-provider`
-(removed from kubectl in 1.26), a `tokenFile` that is missing or a FIFO --
+(gcp and azure were removed from client-go in 1.26, kubernetes/kubernetes#112341;
+oidc needs its identity provider), a `tokenFile` that is missing or a FIFO --
 is a UsageError (exit 2) naming the kubeconfig, the line and the field, for
 every command that takes one. Files it names (CA, client certificate and key,
 token) are read like the inventory's: regular files only, size-capped, never
@@ -232,9 +233,9 @@ def load_kubeconfig(path: Path) -> Access:
 def _with_user(doc: _Doc, access: Access, user: dict[str, yaml.Node], where: str) -> Access:
     if "auth-provider" in user:
         raise doc.fail(user["auth-provider"], f"{where}.auth-provider",
-                       "auth providers (oidc, gcp, azure) were removed from kubectl in 1.26 and upi "
-                       "does not run them: use a token (`oc login` writes one), a client certificate, "
-                       "or an exec plugin")
+                       "upi does not run auth providers (gcp and azure left kubectl in 1.26; oidc "
+                       "needs its identity provider): use a token (`oc login` writes one), a client "
+                       "certificate, or an exec plugin such as kubelogin")
     cert = _file_or_data(doc, user, where, "client-certificate", "client-certificate-data")
     key = _file_or_data(doc, user, where, "client-key", "client-key-data")
     if (cert is None) != (key is None):
