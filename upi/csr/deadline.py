@@ -9,7 +9,7 @@ connect, read and write to what is left of the current request's deadline
 (a context variable, so each thread has its own), and fails the one that
 starts after it: a request ends by its deadline, however the server sends.
 httpcore's NetworkBackend/NetworkStream interface is the documented seam for
-this (httpcore docs, "Network Backends").
+this (encode/httpcore docs/network-backends.md; httpcore2 is its fork).
 """
 
 from __future__ import annotations
