@@ -104,6 +104,9 @@ class FakeKube:
         # Misbehaviour on demand: tamper(method, path) returns the raw bytes to send instead
         # of the real answer (each chunk flushed on its own, so a generator can drip), or None.
         self.tamper: Tamper | None = None
+        # Bearer tokens the API accepts beside the admin client certificate (kube-apiserver's
+        # token authenticators: "Authorization: Bearer <token>", docs: Authenticating).
+        self.tokens: set[str] = set()
         self.httpd, self.url, self.kubeconfig, self.ca_pem = serve_tls(workdir, _Handler, self)
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -280,6 +283,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _authenticated(self) -> bool:
         if self.connection.getpeercert():  # type: ignore[attr-defined]
+            return True
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        if scheme == "Bearer" and token in self.fake.tokens:
             return True
         self._send(401, status(401, "Unauthorized", "Unauthorized"))
         return False

@@ -113,6 +113,11 @@ CASES = {
     "blksize zero": (oack(b"0"), "the server granted blksize '0'"),
     "blksize above the ask": (oack(b"65464"), "asked for at most 1468"),
     "blksize not ascii": (oack(b"\xff\xfe"), "the server granted blksize"),
+    # RFC 2348: digits; `0512` read as 512 would pass the range check, `00008` as 8.
+    "blksize with a leading zero": (oack(b"0512"), "the server granted blksize '0512'"),
+    "blksize of leading zeros": (oack(b"00008"), "the server granted blksize '00008'"),
+    "blksize in superscript digits": (oack("\u00b9\u00b2".encode()), "the server granted blksize"),
+    "blksize of 5,000 digits": (oack(b"1" * 5000), "the server granted blksize '11111"),
     "error with junk": (raw(struct.pack("!HH", ERROR, 1) + b"\xff\x1b[2J\0"), "TFTP error 1: "),
     "one byte": (raw(b"\x00"), "unexpected TFTP packet (opcode 0)"),
     "unknown opcode": (raw(b"\x00\x09abc"), "unexpected TFTP packet (opcode 9)"),

@@ -70,6 +70,11 @@ GARBAGE = {
                       None),
     "status garbage": (raw(b"\x00\x01garbage", status="500 Internal Server Error"), "HTTP 500"),
     "not http": (b"SSH-2.0-OpenSSH_9.2\r\n", "cannot reach the API"),
+    # A Content-Length that str.isdigit() takes and int() does not (or that int() refuses to read).
+    "superscript length": ("HTTP/1.1 200 OK\r\nContent-Length: \u00b2\r\nConnection: close\r\n\r\n{}"
+                           .encode(), None),
+    "5,000-digit length": (b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000
+                           + b"\r\nConnection: close\r\n\r\n{}", None),
     "nothing": (b"", "cannot reach the API"),
 }
 

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from upi.errors import CommandError, UsageError
 from upi.installer_log import display, parse_line
 from upi.inventory.model import Inventory
 from upi.runner import Streamed, run, stream
+from upi.safefs import kind_of
 
 PROGRAM = "openshift-install"
 ENV_VAR = "UPI_OPENSHIFT_INSTALL"
@@ -79,8 +81,20 @@ def _mirror_hint(version: str | None) -> str:
 
 
 def _checked(path: Path, source: str) -> Path:
-    if not path.is_file():
-        raise InstallerNotFound(f"{source}: {path} does not exist or is not a file")
+    """`path`, absolute, if it is an executable file; else InstallerNotFound saying which it is not.
+
+    Absolute, because `./openshift-install` is Path('openshift-install'),
+    which a child process would look up on PATH, not in the current directory.
+    """
+    path = path if path.is_absolute() else Path.cwd() / path  # a symlink keeps its name
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InstallerNotFound(f"{source}: {path} does not exist") from None
+    except OSError as exc:
+        raise InstallerNotFound(f"{source}: {path} cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise InstallerNotFound(f"{source}: {path} is {kind_of(mode)}, not a program file")
     if not os.access(path, os.X_OK):
         raise InstallerNotFound(f"{source}: {path} is not executable (chmod +x it)")
     return path

@@ -60,6 +60,9 @@ def run(
         raise CommandError(args, None, stderr) from None
     except FileNotFoundError:
         raise CommandError(args, 127, f"{args[0]}: program not found") from None
+    except PermissionError:
+        raise CommandError(args, 126, f"{args[0]}: not executable (or in a directory upi may "
+                           "not enter)") from None
     log.debug("%s exited %d after %.2fs", args[0], proc.returncode, time.monotonic() - started)
     if check and proc.returncode != 0:
         raise CommandError(args, proc.returncode, proc.stderr or proc.stdout)

@@ -19,6 +19,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from upi.digits import natural
 from upi.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -110,9 +111,9 @@ class BoundedAdapter(HTTPAdapter):
                              "(the BMC sends too slowly or never ends its answer)")
 
     def _body(self, resp: Any, dog: Watchdog) -> bytes:
-        length = (resp.headers.get("Content-Length") or "").strip()
-        if length.isascii() and length.isdigit() and int(length) > self.max_bytes:
-            raise AnswerRefused(f"answered {int(length):,} bytes, more than upi reads "
+        length = natural((resp.headers.get("Content-Length") or "").strip(), leading_zeros=True)
+        if length is not None and length > self.max_bytes:
+            raise AnswerRefused(f"answered {length:,} bytes, more than upi reads "
                                 f"({self.max_bytes:,})")
         out = bytearray()
         for chunk in resp.iter_content(CHUNK):

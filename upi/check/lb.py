@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from upi.check.reach import Miss, endpoint, hint, miss
 from upi.check.report import CheckResult, Verdict
+from upi.digits import natural
 from upi.errors import UsageError
 from upi.facts import Pool, lb_pools
 from upi.facts.lb import API_PORT, HTTP_PORT, HTTPS_PORT, MCS_PORT
@@ -216,11 +217,12 @@ def parse_port_map(items: list[str]) -> dict[int, int]:
     known = {API_PORT, MCS_PORT, HTTP_PORT, HTTPS_PORT}
     out: dict[int, int] = {}
     for item in items:
-        left, sep, right = item.partition("=")
-        if not (sep and left.isdigit() and right.isdigit() and 0 < int(right) < 65536):
-            raise UsageError(f"--port-map {item}: expected LB_PORT=PORT, e.g. 6443=16443")
-        if int(left) not in known:
+        text, sep, right = item.partition("=")
+        left, port = natural(text), natural(right)
+        if not (sep and left is not None and port is not None and 0 < port < 65536):
+            raise UsageError(f"--port-map {item[:40]}: expected LB_PORT=PORT, e.g. 6443=16443")
+        if left not in known:
             ports = ", ".join(str(p) for p in sorted(known))
-            raise UsageError(f"--port-map {item}: {left} is not a load-balancer port ({ports})")
-        out[int(left)] = int(right)
+            raise UsageError(f"--port-map {item[:40]}: {left} is not a load-balancer port ({ports})")
+        out[left] = port
     return out

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from upi.check.reach import miss
+from upi.digits import natural
 
 RRQ, DATA, ACK, ERROR, OACK = 1, 3, 4, 5, 6
 DEFAULT_BLKSIZE = 512
@@ -52,9 +53,10 @@ def _options(data: bytes) -> dict[str, str]:
 def _blksize(data: bytes, asked: int) -> int:
     """The block size an OACK grants: 8 to what was asked (RFC 2348), else a TftpError."""
     value = _options(data).get("blksize", str(DEFAULT_BLKSIZE))
-    if not (value.isascii() and value.isdigit() and 8 <= int(value[:6]) <= asked):
+    size = natural(value)  # RFC 2348 says digits: `0512` or `00008` is not a block size
+    if size is None or not 8 <= size <= asked:
         raise TftpError(f"the server granted blksize {value[:20]!r}; asked for at most {asked}")
-    return int(value)
+    return size
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,10 @@ def approve_csr(
             # No public image holds upi: a default would deploy a pod stuck in ImagePullBackOff.
             raise UsageError("--manifests needs --image: an image that holds upi "
                              "(build one from this checkout; docs/approve-csr.md)", field="--image")
+        from upi.inventory.installer_rules import image_problem
+
+        if problem := image_problem(image):  # it goes into a Deployment: a pod must pull it
+            raise UsageError(f"--image {image[:200]!r} {problem}", field="--image")
         load_inventory(inventory, check_files=False)  # refuse to ship an invalid inventory
         console.say(manifests_yaml(inventory.read_text(encoding="utf-8"), image).rstrip("\n"))
         return

@@ -12,7 +12,7 @@ from typing import Any, cast
 from upi import console
 from upi.bmc import BmcError, boot_metal, power
 from upi.bmc.redfish import PowerAction
-from upi.csr.connect import find_kubeconfig
+from upi.csr.connect import connect, find_kubeconfig
 from upi.errors import UsageError
 from upi.inventory import Inventory, load_inventory
 from upi.inventory.rules import bmc_files
@@ -80,6 +80,7 @@ def watch_options(*, watch: bool, dry_run: bool, kubeconfig: Path | None, assets
     found = find_kubeconfig(kubeconfig, assets)
     if found is None:
         raise UsageError("--watch needs a kubeconfig: pass --kubeconfig or --dir ASSETS")
+    connect(found).close()  # an unusable kubeconfig is exit 2 now, before a BMC is touched
     return Watch(found, render_dir, timeout, poll)
 
 

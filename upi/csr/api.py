@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from upi.digits import natural
 from upi.errors import ClusterError
 
 MAX_RESPONSE = 16 * 1024 * 1024  # one response or one page of a list; CSR lists page at PAGE
@@ -87,18 +88,32 @@ class Api:
         if body is not None:
             kwargs["content"] = json.dumps(body).encode()
             kwargs["headers"] = {"Content-Type": content_type}
+        import httpx2
+
+        from upi.csr.deadline import request_deadline
+
         end = time.monotonic() + self.deadline
-        with self.http.stream(method, path, **kwargs) as resp:
-            raw = self._read(resp, what, end)
-            code = resp.status_code
+        try:
+            # The whole request: connect, TLS, headers and body (a dripped header too).
+            with request_deadline(self.deadline), self.http.stream(method, path, **kwargs) as resp:
+                raw = self._read(resp, what, end)
+                code = resp.status_code
+        except httpx2.TimeoutException:
+            if time.monotonic() < end:
+                raise
+            raise ApiResponseError(f"{what}: the response took longer than {self.deadline:g} s "
+                                   "(the server sends too slowly, or never ends)") from None
         if code >= 400:
             raise ApiStatus(what, code, _status_message(raw))
         return raw
 
     def _read(self, resp: Any, what: str, end: float) -> bytes:
         length = resp.headers.get("Content-Length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            raise ApiResponseError(f"{what}: the response is {int(length):,} bytes, more than upi "
+        size = natural(length.strip(), leading_zeros=True) if length is not None else None
+        if length is not None and size is None:  # '²', 5,000 digits, '-1': no HTTP length
+            raise ApiResponseError(f"{what}: the response's Content-Length {length[:20]!r} is not a number")
+        if size is not None and size > self.max_bytes:
+            raise ApiResponseError(f"{what}: the response is {size:,} bytes, more than upi "
                                    f"reads ({self.max_bytes:,})")
         out = bytearray()
         for chunk in resp.iter_bytes():
@@ -141,10 +156,16 @@ class Api:
         """
         import httpx2
 
+        from upi.csr.deadline import extend, request_deadline
+
         timeout = httpx2.Timeout(10.0, read=read_timeout)
         what = f"watch {path}"
+        # The server ends a watch after timeoutSeconds; past that (and a request's deadline) it is stuck.
+        lasts = float(natural(params.get("timeoutSeconds", "")) or 0) + self.deadline
         try:
-            with self.http.stream("GET", path, params=params, timeout=timeout) as resp:
+            with request_deadline(self.deadline), \
+                    self.http.stream("GET", path, params=params, timeout=timeout) as resp:
+                extend(lasts)
                 if resp.status_code >= 400:
                     raw = self._read(resp, what, time.monotonic() + self.deadline)
                     raise ApiStatus(what, resp.status_code, _status_message(raw))
@@ -163,8 +184,8 @@ class Api:
                             yield _event(line)
                 if buf.strip() and not stop.is_set():
                     yield BadEvent(f"the stream ended inside an event ({len(buf):,} bytes)")
-        except httpx2.ReadTimeout:
-            return  # idle: the caller checks `stop`, then resumes from the same version
+        except (httpx2.ReadTimeout, httpx2.ConnectTimeout):
+            return  # idle or past its deadline: the caller checks `stop`, then resumes or starts over
 
 
 def _event(line: bytes) -> dict[str, Any] | BadEvent:

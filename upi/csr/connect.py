@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from upi.errors import ClusterError, UsageError
+from upi.csr.kubeconfig import in_cluster, load_kubeconfig
+from upi.errors import UsageError
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -34,25 +35,12 @@ def find_kubeconfig(explicit: Path | None, assets: Path | None = None) -> Path |
 class Connection:
     """The HTTP client every API request goes through (upi.csr.api.Api bounds what it reads)."""
 
-    http: Any  # httpx2.Client built by lightkube from the kubeconfig: its TLS and credentials
+    http: Any  # httpx2.Client: the kubeconfig's TLS and credentials, over upi.csr.deadline's transport
     server: str
 
     def close(self) -> None:
         """Release the connection pool."""
         self.http.close()
-
-
-def _config(kubeconfig: Path | None) -> Any:
-    from lightkube.config.kubeconfig import KubeConfig
-    from lightkube.core.exceptions import ConfigError
-
-    try:
-        if kubeconfig is None:
-            return KubeConfig.from_service_account(SERVICE_ACCOUNT).get()
-        return KubeConfig.from_file(kubeconfig).get()
-    except (ConfigError, OSError, KeyError, TypeError, ValueError) as exc:
-        where = kubeconfig or "the pod's service account"
-        raise UsageError(f"{where}: cannot use this kubeconfig: {exc}") from None
 
 
 def _check_server(server: str, where: object) -> None:
@@ -78,15 +66,20 @@ def _check_server(server: str, where: object) -> None:
 
 
 def connect(kubeconfig: Path | None, *, timeout: float = 10.0) -> Connection:
-    """Clients for the kubeconfig's current context; TLS is always verified."""
-    import httpx2
-    from lightkube.config.client_adapter import Client as http_client
-    from lightkube.config.client_adapter import ConnectionParams
+    """A client for the kubeconfig's current context (None: the pod's service account).
 
-    config = _config(kubeconfig)
-    where = kubeconfig or "the pod's service account"
-    server = str(config.cluster.server)
-    if config.cluster.insecure:
+    TLS is always verified; every request through it ends by the deadline
+    upi.csr.api sets (upi.csr.deadline). An unusable kubeconfig is a
+    UsageError naming the file and the field, whichever command reads it.
+    """
+    import httpx2
+
+    from upi.csr.credentials import credentials, tls_context
+    from upi.csr.deadline import BoundedTransport
+
+    access = load_kubeconfig(kubeconfig) if kubeconfig is not None else in_cluster(SERVICE_ACCOUNT)
+    where, server = access.where, access.server
+    if access.insecure:
         raise UsageError(f"{where}: insecure-skip-tls-verify is set; upi approves certificates "
                          "only over a verified connection")
     if not server.startswith("https://"):
@@ -94,8 +87,7 @@ def connect(kubeconfig: Path | None, *, timeout: float = 10.0) -> Connection:
 
         raise UsageError(f"{where}: server {hide_userinfo(server)[:200]!r} is not https://")
     _check_server(server, where)
-    try:
-        http = http_client(config, ConnectionParams(timeout=httpx2.Timeout(timeout)))
-    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: bad CA or key data
-        raise ClusterError(f"{where}: cannot set up TLS: {exc}") from None
+    auth = credentials(access)
+    http = httpx2.Client(base_url=server, auth=auth, timeout=httpx2.Timeout(timeout),
+                         transport=BoundedTransport(tls_context(access)), trust_env=False)
     return Connection(http, server)

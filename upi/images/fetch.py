@@ -8,22 +8,32 @@ the caller starts over). Files are read in chunks, never whole.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import re
+import ssl
 import stat
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
+from upi.digits import natural
 from upi.errors import UsageError
 from upi.safefs import kind_of, shown
+from upi.watchdog import Watchdog
 
 CHUNK = 1 << 20
 TIMEOUT = 30.0  # seconds without a byte before a download counts as stalled
+HEAD_SECONDS = 60.0  # connect, TLS, redirects and response headers, however slowly they come
+MIN_RATE = 64 * 1024  # bytes/s over a whole transfer, judged after RATE_GRACE seconds
+RATE_GRACE = 30.0
+MAX_FILE = 8 << 30  # a file of no announced or recorded size: an RHCOS rootfs or raw.gz is ~1-2 GiB
 SUMS = "sha256sum.txt"  # what the RHCOS mirrors publish beside the files
 SUMS_LIMIT = 1 << 20
 _SUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *]?(\S+)$")
@@ -117,11 +127,81 @@ class DirSource:
             os.close(fd)
 
 
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect only to another http(s):// URL (urllib alone would also follow ftp://)."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
+                         headers: Any, newurl: str) -> urllib.request.Request | None:
+        scheme = urlsplit(newurl).scheme.lower()
+        if scheme not in ("http", "https"):
+            raise urllib.error.HTTPError(req.full_url, code, f"redirect to a {scheme[:20]}: URL refused "
+                                         "(only http:// and https://)", headers, fp)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_current = threading.local()  # the watchdog of the request this thread is making
+
+
+class _Watched:
+    """A connection that hands itself to the current request's watchdog as it connects."""
+
+    def connect(self) -> None:
+        dog = getattr(_current, "dog", None)
+        if dog is not None:
+            dog.conn = self  # its `sock` is set before the TLS handshake: that is watched too
+        super().connect()  # type: ignore[misc]
+
+
+class _HttpConnection(_Watched, http.client.HTTPConnection):
+    pass
+
+
+class _HttpsConnection(_Watched, http.client.HTTPSConnection):
+    pass
+
+
+class _HttpHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_HttpConnection, req)
+
+
+class _HttpsHandler(urllib.request.HTTPSHandler):
+    def __init__(self) -> None:
+        self.tls = ssl.create_default_context()  # verified: certificate and host name
+        super().__init__(context=self.tls)
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_HttpsConnection, req, context=self.tls)
+
+
+@contextlib.contextmanager
+def _watched(seconds: float) -> Iterator[Watchdog]:
+    """A watchdog over the connections this thread opens while the block runs."""
+    with Watchdog(seconds) as dog:
+        _current.dog = dog
+        try:
+            yield dog
+        finally:
+            _current.dog = None
+
+
+def _budget(size: int) -> float:
+    """Seconds a transfer of `size` bytes may take: the rate floor's worth, plus a stall's."""
+    return RATE_GRACE + size / MIN_RATE + TIMEOUT
+
+
 class HttpSource:
-    """An HTTP(S) mirror: `BASE/<file name>`. TLS is verified (the system's CA store)."""
+    """An HTTP(S) mirror: `BASE/<file name>`. TLS is verified (the system's CA store).
+
+    Each request is bounded as a whole: connect and headers (redirects too)
+    within HEAD_SECONDS, the body within what MIN_RATE allows for its size
+    (a watchdog shuts the socket), and slower than MIN_RATE on average after
+    RATE_GRACE seconds is a failure at once. A redirect leads only to http(s).
+    """
 
     def __init__(self, base: str) -> None:
         self.base = base.rstrip("/")
+        self._opener = urllib.request.build_opener(_Redirects, _HttpHandler, _HttpsHandler)
 
     def where(self, name: str) -> str:
         """The file's URL."""
@@ -133,51 +213,93 @@ class HttpSource:
             headers["Range"] = f"bytes={offset}-"
         return urllib.request.Request(self.where(name), headers=headers)  # noqa: S310 - http(s) only
 
+    def _head(self, name: str, offset: int) -> tuple[Any, Any]:
+        """The response (headers read) and its connection; FetchFailed for errors and a late answer."""
+        with _watched(HEAD_SECONDS) as dog:
+            try:
+                resp = self._opener.open(self._get(name, offset), timeout=TIMEOUT)
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                if dog.fired:
+                    raise self._late(name, HEAD_SECONDS) from None
+                raise
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+                if dog.fired:
+                    raise self._late(name, HEAD_SECONDS) from None
+                reason = getattr(exc, "reason", None) or exc
+                raise FetchFailed(f"{self.where(name)}: {reason}") from None
+            return resp, dog.conn
+
+    def _late(self, name: str, seconds: float) -> FetchFailed:
+        return FetchFailed(f"{self.where(name)}: no answer within {seconds:g} s (the mirror is too slow "
+                           "or stalls)")
+
     @contextlib.contextmanager
     def open(self, name: str, offset: int) -> Iterator[Opened]:
         """GET the file, with a Range from `offset` (a 200 answer means: from 0)."""
         try:
-            resp = urllib.request.urlopen(self._get(name, offset), timeout=TIMEOUT)  # noqa: S310
+            resp, conn = self._head(name, offset)
         except urllib.error.HTTPError as exc:
             if exc.code == 416 and offset:  # the partial file is longer than the file: start over
                 with self.open(name, 0) as opened:
                     yield opened
                 return
-            raise FetchFailed(f"{self.where(name)}: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise FetchFailed(f"{self.where(name)}: {reason}") from None
+            raise FetchFailed(f"{self.where(name)}: HTTP {exc.code} {str(exc.reason)[:120]}") from None
         with resp:
             start = _range_start(resp.headers.get("Content-Range")) if resp.status == 206 else 0
             if start not in (0, offset):
                 raise FetchFailed(f"{self.where(name)}: the server answered a range from {start}, "
                                   f"not {offset}")
             length = resp.headers.get("Content-Length")
-            total = start + int(length) if length and length.isdigit() else None
-            yield Opened(_chunks(resp, self.where(name)), start, total)
+            size = natural(length.strip(), leading_zeros=True) if length is not None else None
+            if length is not None and size is None:
+                raise FetchFailed(f"{self.where(name)}: the server's Content-Length {length[:20]!r} is "
+                                  "not a number")
+            # More than MAX_FILE is refused by the stager anyway (and would overflow the timer).
+            seconds = _budget(min(size, MAX_FILE) if size is not None else MAX_FILE)
+            with Watchdog(seconds) as dog:
+                dog.conn = conn
+                yield Opened(_chunks(resp, self.where(name), dog), start,
+                             start + size if size is not None else None)
 
     def read_small(self, name: str) -> str | None:
         """The first MiB of `name` as text; None on any error (the list is optional)."""
         try:
-            with urllib.request.urlopen(self._get(name, 0), timeout=TIMEOUT) as resp:  # noqa: S310
-                return bytes(resp.read(SUMS_LIMIT)).decode(errors="replace")
-        except (urllib.error.URLError, OSError):
+            resp, conn = self._head(name, 0)
+        except (FetchFailed, urllib.error.HTTPError):
             return None
+        with resp, Watchdog(_budget(SUMS_LIMIT)) as dog:
+            dog.conn = conn
+            try:
+                return b"".join(_chunks(resp, self.where(name), dog, SUMS_LIMIT)).decode(errors="replace")
+            except FetchFailed:
+                return None
 
 
 def _range_start(value: str | None) -> int:
-    found = re.match(r"bytes (\d+)-", value or "")
+    found = re.match(r"bytes ([0-9]{1,19})-", value or "")
     return int(found[1]) if found else -1
 
 
-def _chunks(resp: object, where: str) -> Iterator[bytes]:
-    while True:
+def _chunks(resp: Any, where: str, dog: Watchdog, limit: int | None = None) -> Iterator[bytes]:
+    """The body as it arrives (read1: a byte that comes is seen), under the rate floor and the watchdog."""
+    started, got = time.monotonic(), 0
+    while limit is None or got < limit:
         try:
-            chunk = resp.read(CHUNK)  # type: ignore[attr-defined]
-        except (OSError, urllib.error.URLError) as exc:
+            chunk = resp.read1(CHUNK if limit is None else min(CHUNK, limit - got))
+        except (OSError, urllib.error.URLError, http.client.HTTPException) as exc:
+            if dog.fired:
+                raise FetchFailed(f"{where}: not complete within {dog.seconds:g} s") from None
             raise FetchFailed(f"{where}: {exc}") from None
+        if dog.fired:
+            raise FetchFailed(f"{where}: not complete within {dog.seconds:g} s")
         if not chunk:
             return
+        got += len(chunk)
+        elapsed = time.monotonic() - started
+        if elapsed > RATE_GRACE and got / elapsed < MIN_RATE:
+            raise FetchFailed(f"{where}: slower than {MIN_RATE // 1024} KiB/s ({got:,} bytes in "
+                              f"{elapsed:.0f} s): a mirror this slow is stalled or dripping")
         yield chunk
 
 

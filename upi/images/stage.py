@@ -10,6 +10,7 @@ and recorded under `images` in manifest.json (`upi render` keeps them).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 
 from upi.errors import UsageError
 from upi.facts.boot import tftp_path
-from upi.images.fetch import SUMS, FetchFailed, Source, parse_sums
+from upi.images.fetch import MAX_FILE, SUMS, FetchFailed, Source, parse_sums
 from upi.images.stream import Stream
 from upi.inventory.model import Inventory
 from upi.render import MANIFEST, PUBLIC, RenderedFile
@@ -167,10 +168,28 @@ def _holds(tree: Tree, rel: str, sha: str, recorded: dict[str, dict[str, Any]]) 
         os.close(fd)
 
 
-def _download(tree: Tree, source: Source, w: Wanted, sha: str, on_progress: Progress
-              ) -> tuple[Status, int]:
-    """Stream `w` into its partial file (resuming it), check the digest, rename into place."""
+class _Discarded(FetchFailed):
+    """A failure after which the partial file is removed (it is wrong or cannot grow), not resumed."""
+
+
+def _download(tree: Tree, source: Source, w: Wanted, sha: str, on_progress: Progress,
+              limit: int = MAX_FILE) -> tuple[Status, int]:
+    """Stream `w` into its partial file (resuming it), check the digest, rename into place.
+
+    At most `limit` bytes (announced or sent); the disk must hold what the
+    source announces before a byte is written. Too large, or the disk full:
+    the partial file is removed and nothing is staged.
+    """
     part = f"{PARTIAL_DIR}/{w.name}.part"
+    try:
+        return _stream(tree, source, w, sha, on_progress, limit, part)
+    except _Discarded:
+        tree.unlink(part)
+        raise
+
+
+def _stream(tree: Tree, source: Source, w: Wanted, sha: str, on_progress: Progress, limit: int,
+            part: str) -> tuple[Status, int]:
     digest, have = hashlib.sha256(), 0
     fd = tree.open_read(part)
     if fd is not None:
@@ -180,21 +199,38 @@ def _download(tree: Tree, source: Source, w: Wanted, sha: str, on_progress: Prog
                 have += len(chunk)
         finally:
             os.close(fd)
+    if have > limit:  # longer than the file can be: not a start to resume from
+        tree.unlink(part)
+        digest, have = hashlib.sha256(), 0
     with source.open(w.name, have) as opened:
         if opened.offset != have:  # the source cannot resume: start over
             tree.unlink(part)
             digest, have = hashlib.sha256(), 0
+        if opened.total is not None and opened.total > limit:
+            raise _Discarded(f"{source.where(w.name)} is {opened.total:,} bytes, more than "
+                             f"{_what(limit)} ({limit:,}); not staged")
         resumed = have > 0
         out = tree.open_append(part, PUBLIC)
         try:
             os.fchmod(out, PUBLIC)
+            if opened.total is not None:
+                _check_space(out, opened.total - have, w.name)
             on_progress(w.name, have, opened.total)
             for chunk in opened.chunks:
+                if have + len(chunk) > limit:
+                    raise _Discarded(f"{source.where(w.name)} sends more than {_what(limit)} "
+                                     f"({limit:,} bytes); not staged")
                 digest.update(chunk)
                 write_all(out, chunk)
                 have += len(chunk)
                 on_progress(w.name, have, opened.total)
             os.fsync(out)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise _Discarded(f"no space left for {w.name} in {PARTIAL_DIR}/ after {have:,} bytes "
+                                 "(the partial file was removed); free some and run upi images "
+                                 "again") from None
+            raise
         finally:
             os.close(out)
     got = digest.hexdigest()
@@ -226,6 +262,25 @@ def _refuse_planted(tree: Tree, wanted: list[Wanted]) -> None:
                                  "anything else; remove it")
 
 
+def _what(limit: int) -> str:
+    return "its recorded size" if limit != MAX_FILE else "upi takes for one RHCOS file"
+
+
+def _check_space(fd: int, needed: int, name: str) -> None:
+    """The file system holding `fd` has room for `needed` more bytes (for an unprivileged writer)."""
+    st = os.fstatvfs(fd)
+    free = st.f_bavail * st.f_frsize
+    if needed > free:
+        raise _Discarded(f"{name} needs {needed:,} more bytes but {PARTIAL_DIR}/ has {free:,} free; "
+                         "free some and run upi images again")
+
+
+def _known_size(sha: str, recorded: dict[str, dict[str, Any]]) -> int:
+    """The size a file of digest `sha` had when it was staged before, else MAX_FILE."""
+    sizes = [r.get("size") for r in recorded.values() if r.get("sha256") == sha]
+    return next((s for s in sizes if isinstance(s, int) and not isinstance(s, bool) and s > 0), MAX_FILE)
+
+
 def _stage_one(tree: Tree, source: Source, w: Wanted, sha: str | None,
                recorded: dict[str, dict[str, Any]], on_progress: Progress) -> Staged:
     if not w.targets:
@@ -243,7 +298,7 @@ def _stage_one(tree: Tree, source: Source, w: Wanted, sha: str | None,
             if damaged := [t for t in w.targets if tree.lstat(t) is not None]:
                 detail = (f"{', '.join(damaged)} in {shown(tree.root)} did not match its sha256 "
                           "(changed since it was staged): staged again")
-            status, _ = _download(tree, source, w, sha, on_progress)
+            status, _ = _download(tree, source, w, sha, on_progress, _known_size(sha, recorded))
             good = w.targets[0]
     except FetchFailed as exc:
         return Staged(w.key, w.name, w.targets, "failed", sha, detail=str(exc))

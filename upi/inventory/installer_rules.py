@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from upi.digits import natural
 from upi.inventory.model import Inventory
 from upi.inventory.types import shown
 
@@ -353,3 +354,42 @@ def fips_ssh_key(inv: Inventory, key_text: str) -> Iterator[Finding]:
             + installer_reason(f"sshKey: SSH key type {kind} unavailable when FIPS is enabled. "
                          "Please use rsa or ecdsa.")
         )
+
+
+# An image a pod pulls: the OCI digest algorithms registered in image-spec descriptor.md.
+_IMAGE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}")
+
+
+def image_problem(value: str) -> str | None:
+    """Why `value` is not an image reference a pod can pull: REGISTRY/REPOSITORY[:TAG][@DIGEST].
+
+    The grammar is github.com/distribution/reference's (reference.go), with the
+    registry host required: a short name resolves differently per node's
+    registries.conf, or not at all under CRI-O's enforcing short-name mode.
+    """
+    if not value.isascii() or not value.isprintable() or any(c.isspace() for c in value):
+        return "holds a space, a line break or a character that is not ASCII"
+    if "://" in value:
+        return f"is written as a URL: name the image without a scheme ({value.split('://', 1)[1]})"
+    rest, _, digest = value.partition("@")
+    if digest and not _IMAGE_DIGEST.fullmatch(digest):
+        return "has a digest that is not sha256:<64 hex digits> (or sha512:<128>), lower case"
+    registry, slash, path = rest.partition("/")
+    if not slash or not ("." in registry or ":" in registry or registry == "localhost"):
+        return "names no registry host: write REGISTRY/REPOSITORY[:TAG] (a host with a dot or a port)"
+    if not _REGISTRY.fullmatch(registry) or not _port_ok(registry):
+        return "does not start with a registry host[:port] (port 1-65535)"
+    name, colon, tag = path.partition(":") if ":" in path.rsplit("/", 1)[-1] else (path, "", "")
+    if colon and not _TAG.fullmatch(tag):
+        return "has a tag that is not 1-128 letters, digits, _ . - (not starting with . or -)"
+    if not name or not all(_COMPONENT.fullmatch(c) for c in name.split("/")):
+        return "is not a repository (lower case letters, digits and . _ - between slashes)"
+    if len(registry) + 1 + len(name) > MAX_REPOSITORY:
+        return f"has a name longer than {MAX_REPOSITORY} characters"
+    return None
+
+
+def _port_ok(registry: str) -> bool:
+    _, colon, port = registry.partition(":")
+    number = natural(port) if colon else 1
+    return number is not None and 0 < number < 65536

@@ -14,6 +14,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from upi.csr.decide import CLIENT_SIGNER, SERVING_SIGNER
+from upi.digits import natural
 from upi.errors import UpiError
 from upi.gpu.verify import VERIFIED
 from upi.inventory.model import Inventory
@@ -100,8 +101,8 @@ def _gpu_verified(obj: dict[str, Any], gpus: int | None, ready: bool) -> tuple[d
     if VERIFIED in annotations:
         when = parse_time(annotations[VERIFIED])
         return (when,) if when is not None else None
-    count = str(_dict(_dict(obj.get("status")).get("allocatable")).get(GPU_RESOURCE, "0"))
-    if ready and count.isdigit() and int(count) >= (gpus or 1):
+    count = natural(str(_dict(_dict(obj.get("status")).get("allocatable")).get(GPU_RESOURCE, "0")))
+    if ready and count is not None and count >= (gpus or 1):
         return (None,)
     return None
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from upi.errors import UpiError
+from upi.errors import UpiError, UsageError
 from upi.inventory import Inventory
 from upi.remote import LocalTransport, Transport, is_local, open_host
 from upi.status.logs import Event, access_events, dnsmasq_events, read_tail
@@ -113,10 +113,16 @@ def _cluster(inv: Inventory, src: Sources, unread: list[str]) -> Cluster:
             return Cluster()  # no cluster named: the boot stages only
     else:
         kubeconfig = find_kubeconfig(src.kubeconfig, src.assets)
+    if kubeconfig is not None and not kubeconfig.exists():
+        # Before `upi ignition` (or the installer) wrote it: the boot stages only, no error.
+        unread.append(f"the API: no kubeconfig at {kubeconfig} yet")
+        return Cluster()
     try:
         cluster, problems = read_cluster(inv, kubeconfig)
         unread += [f"the API: {p}" for p in problems]
         return cluster
+    except UsageError:
+        raise  # an unusable kubeconfig is bad input (exit 2), as for every command that reads one
     except UpiError as exc:
         unread.append(f"the API: {exc}")
     except Exception as exc:  # noqa: BLE001 - the client's connection errors: status goes on without

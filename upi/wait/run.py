@@ -87,11 +87,15 @@ def preflight(req: WaitRequest, state: WaitState, display: WaitDisplay) -> None:
         from upi.gpu.flow import check_pace
 
         check_pace(req.gpu_timeout, req.gpu_poll, "--gpu-timeout")
-    if req.approve and not req.admin_kubeconfig.is_file():
+    if req.approve and not req.admin_kubeconfig.exists():  # a FIFO or a directory: connect() says
         raise UsageError(f"no kubeconfig at {req.admin_kubeconfig}: pass --kubeconfig, or "
                          "--no-approve to approve CSRs some other way")
-    if req.gpu and not req.admin_kubeconfig.is_file():
+    if req.gpu and not req.admin_kubeconfig.exists():
         raise UsageError(f"--gpu: no kubeconfig at {req.admin_kubeconfig}: pass --kubeconfig")
+    if req.approve or req.gpu:
+        from upi.csr.connect import connect
+
+        connect(req.admin_kubeconfig).close()  # an unusable kubeconfig is exit 2 now, as elsewhere
     if req.kubeconfig_to is not None:
         check_copy(req.assets / "auth" / "kubeconfig", req.kubeconfig_to, force=req.force)
     # Once bootstrapped, the cluster no longer needs the ignition certificates' validity.
