@@ -20,7 +20,7 @@ from upi.cli import app
 from upi.facts.boot import boot_entries
 from upi.inventory import load_inventory
 
-RACK1 = "    - {name: rack1, cidr: 10.40.1.0/24, gateway: 10.40.1.1, relay: 10.40.1.2}"
+M0 = '  - {name: master-0, role: master, mac: "52:54:00:40:00:21", ip: 10.40.0.21}'
 R1_BOND = "      bond: {members: [enp41s0f1np1, enp170s0f1np1], mode: 802.3ad, lacp_rate: fast, miimon: 100}"
 R1_MTU = "      mtu: 9000\n  - name: dgx-r2-0"
 R3_VLAN = "      vlan: 120\n"
@@ -60,6 +60,21 @@ CASES = [
           "10.40.4.1 is the address of the gateway of machine_networks[3]"),
     _rack("rack-cidr-not-a-network", "cidr: 10.40.2.0/24", "cidr: 10.40.2.0/33", 18,
           "network.machine_networks[1].cidr", "is not an IPv4 network"),
+    _rack("rack-named-as-the-interface", "{name: rack3,", "{name: eno1,", 19,
+          "network.machine_networks[2].name", "'eno1' is a tag dnsmasq sets itself"),
+    _rack("rack-named-known", "{name: rack2,", "{name: known,", 18, "network.machine_networks[1].name",
+          "'known' is a tag dnsmasq sets itself"),
+    # Network arguments written by hand (no network:), read as dracut will.
+    _rack("raw-bond-mode-typo", M0, M0[:-1] + ", kernel_args: ['bond=bond0:ens1f0,ens1f1:mode=802.3ab']}", 37,
+          "nodes[1].kernel_args[0]", "mode '802.3ab' is not a bonding mode"),
+    _rack("raw-bond-option-typo", M0, M0[:-1] + ", kernel_args: ['bond=bond0:ens1f0,ens1f1:lacp_rat=fast']}",
+          37, "nodes[1].kernel_args[0]", "'lacp_rat' is not a bonding option"),
+    _rack("raw-ip-method-typo", M0, M0[:-1] + ", kernel_args: ['ip=10.40.0.21::10.40.0.1:255.255.255.0:"
+          "master-0:ens3:nonee']}", 37, "nodes[1].kernel_args[0]", "'nonee' is not an ip= method"),
+    _rack("raw-ip-short-static", M0, M0[:-1] + ", kernel_args: ['ip=10.40.0.21::10.40.0.1:255.255.255.0']}",
+          37, "nodes[1].kernel_args[0]", "the static form is ip=<ip>::<gateway>:<netmask>"),
+    _rack("raw-vlan-without-parent", M0, M0[:-1] + ", kernel_args: ['vlan=ens3.120']}", 37,
+          "nodes[1].kernel_args[0]", "vlan= is <vlan interface>:<parent interface>"),
     # A node's network: the typos admins make.
     _rack("bond-mode-typo", "mode: 802.3ad, lacp_rate: fast, miimon: 100",
           "mode: 802.3ab, lacp_rate: fast, miimon: 100", 47, "nodes[4].network.bond.mode",
@@ -191,3 +206,20 @@ def test_legacy_install_takes_network_instead_of_ip_dhcp(tmp_path: Path) -> None
     assert "vlan=enp1s0f0.33:enp1s0f0" in args
     assert any(a.startswith("ip=10.33.3.44::10.33.3.1:255.255.255.0:") and a.endswith(":enp1s0f0.33:none")
                for a in args)
+
+
+def test_raw_network_arguments_that_dracut_takes_pass(runner, tmp_path: Path) -> None:
+    args = ("['ip=10.40.0.21::10.40.0.1:255.255.255.0:master-0:ens3:none:9000', 'nameserver=10.40.0.10', "
+            "'bond=bond0:ens1f0,ens1f1:mode=4,xmit_hash_policy=layer3+4,miimon=100', "
+            "'vlan=bond0.7:bond0', 'ip=ens4:dhcp:1500', 'rd.neednet=1']")
+    path = _broken(tmp_path, _rack("fine", M0, M0[:-1] + f", kernel_args: {args}}}", 0, "", ""))
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+
+
+def test_dns_without_the_provisioner_is_a_warning(runner, tmp_path: Path) -> None:
+    case = _rack("dns", "      dns: [10.40.0.10, 10.40.255.53]", "      dns: [10.40.255.53]", 0, "", "")
+    path = _broken(tmp_path, case)
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "dgx-r2-0: network.dns does not list the provisioner 10.40.0.10" in result.output

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 from typing import TYPE_CHECKING
 
+from upi.inventory.kargs import karg_problem
 from upi.inventory.model import Inventory
-from upi.inventory.nodenet import BondMode
+from upi.inventory.nodenet import Bond, BondMode
 from upi.inventory.segments import LOCAL_TAG, segment_tag
 
 if TYPE_CHECKING:
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
 NETWORK_KARGS = ("ip", "bond", "vlan", "nameserver", "team", "bridge", "bootdev", "rd.peerdns")
 # Linux interface names: at most 15 bytes (IFNAMSIZ 16 with the NUL).
 IFNAMSIZ = 15
+# Tags dnsmasq sets itself (dnsmasq(8): "known", "known-othernet", "bootp", and the name of
+# the interface a request came in on) and upi's own: a rack named so would take them over.
+DNSMASQ_TAGS = ("known", "known-othernet", "bootp", "efi-x86_64")
 
 
 def network_rules(inv: Inventory) -> Iterator[Finding]:
@@ -63,7 +67,19 @@ def _machine_networks(inv: Inventory) -> Iterator[Finding]:
         if tag == LOCAL_TAG or tag in tags:
             other_name = "the provisioner's network" if tag == LOCAL_TAG else f"machine_networks[{tags[tag]}]"
             yield (*loc, "name"), f"{tag!r} is already the name of {other_name}"
+        elif tag in (*DNSMASQ_TAGS, inv.provisioner.interface):
+            yield (*loc, "name"), (
+                f"{tag!r} is a tag dnsmasq sets itself (known, known-othernet, bootp, the interface "
+                "name) or upi's efi-x86_64: every request would get this rack's router; rename it")
         tags.setdefault(tag, i)
+
+
+def network_warnings(inv: Inventory) -> list[str]:
+    """A node whose `network.dns` leaves out the cluster's DNS (the provisioner)."""
+    return [f"{n.name}: network.dns does not list the provisioner {inv.provisioner.ip}: the node "
+            "resolves api-int and the other cluster names only if these servers forward "
+            f"{inv.cluster.domain} to it" for n in inv.nodes
+            if n.network and n.network.dns and inv.provisioner.ip not in n.network.dns]
 
 
 def _node_network(inv: Inventory, i: int) -> Iterator[Finding]:
@@ -71,6 +87,7 @@ def _node_network(inv: Inventory, i: int) -> Iterator[Finding]:
     net = node.network
     loc = ("nodes", i, "network")
     if net is None:
+        yield from _raw_kargs(inv, i)
         return
     for j, arg in enumerate(node.kernel_args):
         key = arg.split("=", 1)[0]
@@ -87,16 +104,26 @@ def _node_network(inv: Inventory, i: int) -> Iterator[Finding]:
         yield (*loc, "vlan"), (
             f"the VLAN interface {top}.{net.vlan} would be longer than {IFNAMSIZ} characters "
             "(Linux's limit): shorten the bond or interface name")
-    if net.bond is None:
-        return
-    bond = net.bond
+    if net.bond is not None:
+        yield from _bond(net.bond, (*loc, "bond"))
+
+
+def _raw_kargs(inv: Inventory, i: int) -> Iterator[Finding]:
+    """Network arguments written by hand in kernel_args, read as dracut will (kargs.py)."""
+    for j, arg in enumerate(inv.nodes[i].kernel_args):
+        problem = karg_problem(arg)
+        if problem:
+            yield ("nodes", i, "kernel_args", j), problem
+
+
+def _bond(bond: Bond, loc: tuple[str | int, ...]) -> Iterator[Finding]:
     seen: set[str] = set()
     for k, member in enumerate(bond.members):
         if member in seen:
-            yield (*loc, "bond", "members", k), f"{member} is listed twice"
+            yield (*loc, "members", k), f"{member} is listed twice"
         elif member == bond.name:
-            yield (*loc, "bond", "members", k), f"{member} is the bond itself"
+            yield (*loc, "members", k), f"{member} is the bond itself"
         seen.add(member)
     if bond.lacp_rate is not None and bond.mode is not BondMode.lacp:
-        yield (*loc, "bond", "lacp_rate"), (
+        yield (*loc, "lacp_rate"), (
             f"lacp_rate applies only to mode 802.3ad (LACP); this bond is {bond.mode.value}")

@@ -15,7 +15,7 @@ from upi.inventory.installer_rules import (
     masquerade_overlap,
 )
 from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Role
-from upi.inventory.netrules import network_rules
+from upi.inventory.netrules import network_rules, network_warnings
 from upi.inventory.pullsecret import MAX_PULL_SECRET, pull_secret_problems
 from upi.inventory.safety import safety_rules, safety_warnings, trust_bundle
 from upi.inventory.sanity import sanity_rules, sanity_warnings
@@ -68,7 +68,8 @@ def warnings(inv: Inventory) -> list[str]:
             "nodes, so the masters are made schedulable (mastersSchedulable: true through upi "
             "ignition) and the 80/443 pools hold the masters and the worker"
         )
-    return out + gpu_warnings(inv) + safety_warnings(inv) + sanity_warnings(inv) + installer_warnings(inv)
+    return (out + gpu_warnings(inv) + safety_warnings(inv) + sanity_warnings(inv) + installer_warnings(inv)
+            + network_warnings(inv))
 
 
 def _roles(inv: Inventory) -> Iterator[Finding]:
