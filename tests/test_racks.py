@@ -9,6 +9,7 @@ tests/test_relay.py (dnsmasq behind a relay, in network namespaces).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,14 @@ def test_dns_without_the_provisioner_is_a_warning(runner, tmp_path: Path) -> Non
     result = runner.invoke(app, ["validate", str(path)])
     assert result.exit_code == 0, result.output
     assert "dgx-r2-0: network.dns does not list the provisioner 10.40.0.10" in result.output
+
+
+def test_schema_shows_the_rack_and_node_network_keys(runner) -> None:
+    result = runner.invoke(app, ["schema"])
+    assert result.exit_code == 0, result.output
+    defs = json.loads(result.output)["$defs"]
+    assert set(defs["MachineNetwork"]["properties"]) == {"cidr", "gateway", "relay", "name"}
+    assert "machine_networks" in defs["Network"]["properties"]
+    assert set(defs["NodeNetwork"]["properties"]) == {"interface", "bond", "vlan", "address", "dns", "mtu"}
+    assert set(defs["Bond"]["properties"]) == {"name", "members", "mode", "lacp_rate", "miimon"}
+    assert defs["Bond"]["properties"]["mode"]["description"].startswith("Bonding mode")
