@@ -235,3 +235,13 @@ def test_schema_shows_the_rack_and_node_network_keys(runner) -> None:
     assert set(defs["NodeNetwork"]["properties"]) == {"interface", "bond", "vlan", "address", "dns", "mtu"}
     assert set(defs["Bond"]["properties"]) == {"name", "members", "mode", "lacp_rate", "miimon"}
     assert defs["Bond"]["properties"]["mode"]["description"].startswith("Bonding mode")
+
+
+def test_status_takes_a_rack_address_for_a_machine_that_could_be_a_node() -> None:
+    """`upi status` reports unknown clients of the machine networks: the racks are machine networks too."""
+    from upi.status.stages import _machine_ip
+
+    ours = _machine_ip(load_inventory(inventory_path("racks")))
+    assert ours("10.40.3.99") and ours("10.40.0.99")
+    assert not ours("10.41.0.5")  # a client from elsewhere
+    assert not ours("10.40.0.10")  # the provisioner itself
