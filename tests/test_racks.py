@@ -245,3 +245,18 @@ def test_status_takes_a_rack_address_for_a_machine_that_could_be_a_node() -> Non
     assert ours("10.40.3.99") and ours("10.40.0.99")
     assert not ours("10.41.0.5")  # a client from elsewhere
     assert not ours("10.40.0.10")  # the provisioner itself
+
+
+def test_validate_names_each_nodes_machine_network(runner) -> None:
+    result = runner.invoke(app, ["validate", str(inventory_path("racks")), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["machine_networks"][0] == {"name": "machine", "cidr": "10.40.0.0/24", "gateway": "10.40.0.1",
+                                          "relay": None}
+    assert doc["machine_networks"][4] == {"name": "rack4", "cidr": "10.40.4.0/24", "gateway": "10.40.4.1",
+                                          "relay": "10.40.4.1"}
+    assert {n["name"]: n["network"] for n in doc["nodes"]}["dgx-r3-0"] == "rack3"
+    text = runner.invoke(app, ["validate", str(inventory_path("racks"))]).output
+    assert "rack1 10.40.1.0/24 (relay 10.40.1.2)" in text
+    one = json.loads(runner.invoke(app, ["validate", str(inventory_path("dgxpod")), "--json"]).output)
+    assert "machine_networks" not in one and "network" not in one["nodes"][0]

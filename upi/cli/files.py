@@ -30,6 +30,11 @@ def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
     console.say(f"{inventory}: valid. {doc['cluster']}, OpenShift {doc['openshift_version']}, "
                 f"{doc['network_type']}, {doc['topology']} topology")
     cols = ["name", "role", "machine", "firmware", "mac", "ip", "install_disk", "gpu"]
+    if "machine_networks" in doc:  # racks behind relays: which network each node is in
+        cols.append("network")
+        console.say("machine networks: " + ", ".join(
+            f"{m['name']} {m['cidr']}" + (f" (relay {m['relay']})" if m["relay"] else "")
+            for m in doc["machine_networks"]))
     console.print_table(None, cols, ([n[c] for c in cols] for n in doc["nodes"]))
     for w in doc["warnings"]:
         console.warn(w)
