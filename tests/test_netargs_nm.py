@@ -98,6 +98,7 @@ def _expect(inv: Inventory, node: Node, nm: dict[str, configparser.ConfigParser]
         assert seg is not None
         assert ipv4["method"] == "manual"
         assert ipv4["address1"] == f"{node.ip}/{seg.cidr.prefixlen},{seg.gateway}"
+        assert ipv4["dhcp-hostname"] == node.name  # the name its DHCP lease hands out too
     dns = [str(s) for s in net.dns] or [str(inv.provisioner.ip)]
     assert ipv4["dns"] == "".join(f"{s};" for s in dns)
 

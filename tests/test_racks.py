@@ -183,11 +183,11 @@ def test_network_becomes_bond_vlan_ip_and_nameserver_arguments() -> None:
     args = _args("racks")
     assert args["dgx-r1-0"][3:7] == (
         "bond=bond0:enp41s0f1np1,enp170s0f1np1:mode=802.3ad,lacp_rate=fast,miimon=100:9000",
-        "ip=10.40.1.10::10.40.1.1:255.255.255.0:dgx-r1-0.pod.dgx.example.com:bond0:none:9000",
+        "ip=10.40.1.10::10.40.1.1:255.255.255.0:dgx-r1-0:bond0:none:9000",
         "nameserver=10.40.0.10", "console=tty0")
     assert "nameserver=10.40.255.53" in args["dgx-r2-0"]
     assert "vlan=bond0.120:bond0" in args["dgx-r3-0"]
-    assert "ip=10.40.3.10::10.40.3.1:255.255.255.0:dgx-r3-0.pod.dgx.example.com:bond0.120:none:9000" \
+    assert "ip=10.40.3.10::10.40.3.1:255.255.255.0:dgx-r3-0:bond0.120:none:9000" \
         in args["dgx-r3-0"]
     assert "ip=bond1:dhcp" in args["dgx-r4-0"]
     assert "bond=bond1:enp41s0f1np1,enp170s0f1np1:mode=active-backup,miimon=50" in args["dgx-r4-0"]

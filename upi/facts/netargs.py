@@ -16,9 +16,6 @@ from upi.inventory.model import Inventory, Node
 from upi.inventory.nodenet import AddressMethod, Bond, NodeNetwork
 from upi.inventory.segments import Segment, segment_of
 
-# Linux's limit for a host name (HOST_NAME_MAX): a longer FQDN is given as the short name.
-HOST_NAME_MAX = 64
-
 
 def bond_arg(bond: Bond, mtu: int | None) -> str:
     """`bond=<name>:<members>:<options>[:<mtu>]`, options comma-separated as the kernel names them."""
@@ -37,10 +34,14 @@ def device(net: NodeNetwork) -> str:
     return f"{top}.{net.vlan}" if net.vlan is not None else top
 
 
-def host_name(inv: Inventory, node: Node) -> str:
-    """The FQDN the installer sets, or the node name where the FQDN is past HOST_NAME_MAX."""
-    fqdn = f"{node.name}.{inv.cluster.domain}"
-    return fqdn if len(fqdn) <= HOST_NAME_MAX else node.name
+def host_name(node: Node) -> str:
+    """The host name ip= sets: the node's short name, the one its DHCP lease hands out too.
+
+    The kubelet registers under the host name, so a node configured statically
+    and one by DHCP join under the same kind of name (upi's approver takes both
+    forms; one cluster reads better with one).
+    """
+    return node.name
 
 
 def network_args(inv: Inventory, node: Node, segs: list[Segment]) -> tuple[str, ...]:
@@ -60,7 +61,7 @@ def network_args(inv: Inventory, node: Node, segs: list[Segment]) -> tuple[str, 
     else:
         seg = segment_of(segs, node.ip)
         assert seg is not None  # noqa: S101 - rules: every node is in a machine network
-        args.append(f"ip={node.ip}::{seg.gateway}:{seg.cidr.netmask}:{host_name(inv, node)}:"
+        args.append(f"ip={node.ip}::{seg.gateway}:{seg.cidr.netmask}:{host_name(node)}:"
                     f"{device(net)}:none{mtu}")
     servers: list[IPv4Address] = list(net.dns) or [inv.provisioner.ip]
     args += [f"nameserver={s}" for s in servers]
