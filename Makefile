@@ -44,6 +44,7 @@ TEST_PACKAGES := \
 	firewalld \
 	netbase \
 	shellcheck \
+	network-manager \
 	$(KUBECTL_PACKAGE)
 APT_PACKAGES := $(VENV_PACKAGES) $(BUILD_PACKAGES) $(TEST_PACKAGES)
 APT_PROGRAMS := dnsmasq haproxy sshd virt-install qemu-system-x86_64 grub-mkimage dig busybox ip nginx \
@@ -54,7 +55,7 @@ PXE_FILES := /usr/lib/PXELINUX/pxelinux.0 /usr/lib/syslinux/modules/bios/ldlinux
 	/usr/share/OVMF/OVMF_CODE.fd /usr/share/OVMF/OVMF_VARS.fd /usr/lib/grub/x86_64-efi/linux.mod
 # firewall-offline-cmd resolves protocols (esp) in /etc/protocols: netbase, which
 # minimal Debian images (debootstrap minbase, the debian:12 container) lack.
-TEST_FILES := $(PXE_FILES) /etc/protocols
+TEST_FILES := $(PXE_FILES) /etc/protocols /usr/lib/NetworkManager/nm-initrd-generator
 
 # Presence checks: each prints what is missing, one item a line (nothing: all there).
 define missing_venv

@@ -18,7 +18,7 @@ repo_guard.install()
 
 ROOT = Path(__file__).resolve().parent.parent
 INVENTORIES = ROOT / "inventories"
-EXAMPLES = ["dgxpod", "compact", "legacy-4.3"]
+EXAMPLES = ["dgxpod", "compact", "legacy-4.3", "racks"]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 

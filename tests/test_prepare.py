@@ -161,6 +161,8 @@ EXPECT = {
                       8080, "-m", haproxy=True, uefi_vm=True),
     "legacy-4.3": Expect("eno1", "10.33.3.18/24", "10.33.3.1", "10.33.0.10", "virbr0", 80, None,
                          haproxy=False, uefi_vm=False),
+    "racks": Expect("eno1", "10.40.0.10/24", "10.40.0.1", "10.40.255.53", "br0", 8080, "-m",
+                    haproxy=False, uefi_vm=False),
 }
 
 

@@ -13,6 +13,7 @@ from upi.facts.boot import GRUB_FALLBACK, GRUB_IMAGE, PXELINUX_FALLBACK, PXELINU
 from upi.facts.installconfig import install_config
 from upi.gpu.objects import render_files as gpu_files
 from upi.inventory.model import Firmware, Inventory
+from upi.inventory.segments import segments
 from upi.selfpath import upi_command
 from upi.templating import render_each, render_template
 
@@ -62,14 +63,11 @@ def _dns(inv: Inventory) -> list[RenderedFile]:
 
 
 def _dhcp(inv: Inventory) -> RenderedFile:
-    net = inv.network.machine_cidr
     ctx = {
         **_common(inv),
         "interface": inv.provisioner.interface,
         "dhcp_range": inv.provisioner.dhcp_range,
-        "network": net.network_address,
-        "netmask": net.netmask,
-        "gateway": inv.network.gateway,
+        "segments": segments(inv),
         "dns_server": inv.provisioner.ip,
         "leases": inv.nodes,
         "grub_image": GRUB_IMAGE,

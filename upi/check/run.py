@@ -8,7 +8,7 @@ from typing import Literal
 
 from upi.check.report import Report, progress_bar
 
-Area = Literal["dns", "lb", "http", "tftp", "all"]
+Area = Literal["dns", "lb", "http", "tftp", "relay", "all"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class CheckOptions:
 
 
 def run_checks(area: Area, inventory: Path, opts: CheckOptions) -> Report:
-    """Run one area's checks (or all three) against the inventory's cluster."""
+    """Run one area's checks (or all of them) against the inventory's cluster."""
     from upi.inventory import load_inventory
 
     # check runs where the pull secret may not be: do not require the files.
@@ -67,4 +67,8 @@ def run_checks(area: Area, inventory: Path, opts: CheckOptions) -> Report:
         report.extend(check_tftp(inv, server=opts.tftp_server, port=opts.tftp_port,
                                  timeout=opts.timeout, retries=opts.retries,
                                  workers=min(opts.concurrency, 8), render_dir=opts.tftp_staged))
+    if area in ("relay", "all"):
+        from upi.check.relay import check_relay
+
+        report.extend(check_relay(inv))
     return report

@@ -1,4 +1,4 @@
-"""`upi check dns|lb|http|tftp|all`: a sub-app of its own."""
+"""`upi check dns|lb|http|tftp|relay|all`: a sub-app of its own."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ ClusterUpOpt = Annotated[bool, typer.Option(
     "--cluster-up", help="The nodes run: a pool with no live server and a failing /readyz fail.")]
 
 
-def _check(area: Literal["dns", "lb", "http", "tftp", "all"], inventory: Path, as_json: bool,
+def _check(area: Literal["dns", "lb", "http", "tftp", "relay", "all"], inventory: Path, as_json: bool,
            **opts: Any) -> None:
     from upi.check.report import show
     from upi.check.run import CheckOptions, run_checks
@@ -196,6 +196,21 @@ def check_tftp(
 
 
 @check_app.command(
+    "relay",
+    epilog="\b\nExamples:\n  upi check relay inventories/racks.yaml\n"
+    "  upi check relay inventories/racks.yaml --json",
+)
+def check_relay(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
+    """Check the provisioner's side of each rack's DHCP relay: a route to every relay address.
+
+    The relay itself is not checkable from the provisioner and is reported as such (a
+    warning): boot one node of the rack and read upi status. Inventories without
+    machine_networks have nothing to check here.
+    """
+    _check("relay", inventory, as_json)
+
+
+@check_app.command(
     "all",
     epilog="\b\nExamples:\n  upi check all inventories/dgxpod.yaml\n"
     "  upi check all inventories/dgxpod.yaml --cluster-up --json",
@@ -219,7 +234,7 @@ def check_all(
     timeout: Annotated[float, _timeout(2.0)] = 2.0,
     retries: RetriesOpt = 1,
 ) -> None:
-    """Run the dns, lb, http and tftp checks in one report."""
+    """Run the dns, lb, http, tftp and relay checks in one report."""
     from upi.check.lb import parse_port_map
 
     _check("all", inventory, as_json, dns_server=server, dns_port=dns_port, lb_server=server,

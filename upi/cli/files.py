@@ -29,6 +29,10 @@ def validate(inventory: InventoryArg, as_json: JsonOpt = False) -> None:
         return
     console.say(f"{inventory}: valid. {doc['cluster']}, OpenShift {doc['openshift_version']}, "
                 f"{doc['network_type']}, {doc['topology']} topology")
+    if "machine_networks" in doc:
+        console.say("machine networks: " + ", ".join(
+            f"{m['name']} {m['cidr']}" + (f" (relay {m['relay']})" if m["relay"] else "")
+            for m in doc["machine_networks"]))
     cols, rows = table_rows(doc)
     console.print_table(None, cols, rows)
     for w in doc["warnings"]:

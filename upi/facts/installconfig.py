@@ -18,7 +18,8 @@ def install_config(inv: Inventory) -> dict[str, Any]:
         "serviceNetwork": [str(n.service_network)],
     }
     if c.version >= (4, 2):
-        networking["machineNetwork"] = [{"cidr": str(n.machine_cidr)}]
+        networking["machineNetwork"] = [{"cidr": str(n.machine_cidr)},
+                                        *({"cidr": str(m.cidr)} for m in n.machine_networks)]
     else:
         networking["machineCIDR"] = str(n.machine_cidr)
     doc: dict[str, Any] = {

@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from upi.inventory.gpu import GpuSettings, MigProfile
+from upi.inventory.nodenet import NodeNetwork
 from upi.inventory.types import (
     AbsPath,
     Artifact,
@@ -128,11 +129,35 @@ class Cluster(_Model):
         return int(major), int(minor)
 
 
+class MachineNetwork(_Model):
+    """A further machine network: a rack's L3 segment whose leaf relays DHCP to the provisioner.
+
+    `relay` is the address the leaf's relay agent puts in giaddr (default: the
+    gateway, the leaf's own address on the segment); dnsmasq picks the
+    segment's range and router by it. `name` tags the segment in dnsmasq.
+    """
+
+    cidr: IPv4Net
+    gateway: IPv4
+    relay: IPv4 | None = None
+    name: DnsLabel | None = None
+
+    @property
+    def relay_address(self) -> ipaddress.IPv4Address:
+        """`relay`, defaulted to the gateway."""
+        return self.relay or self.gateway
+
+
 class Network(_Model):
-    """Machine, cluster and service networks, and the upstream resolvers."""
+    """Machine, cluster and service networks, and the upstream resolvers.
+
+    `machine_cidr`/`gateway` are the provisioner's own segment; `machine_networks`
+    add relayed segments (racks), each node belonging to the one its IP is in.
+    """
 
     machine_cidr: IPv4Net
     gateway: IPv4
+    machine_networks: list[MachineNetwork] = Field(default_factory=list)
     cluster_network: IPv4Net = ipaddress.IPv4Network("10.128.0.0/14")
     host_prefix: StrictInt = Field(default=23, ge=1, le=32)
     service_network: IPv4Net = ipaddress.IPv4Network("172.30.0.0/16")
@@ -240,6 +265,7 @@ class Node(_Model):
     bmc: Bmc | None = None
     hypervisor: Hypervisor | None = None
     kernel_args: list[KernelArg] = Field(default_factory=list)
+    network: NodeNetwork | None = None
 
     @property
     def is_control_plane(self) -> bool:

@@ -15,9 +15,11 @@ from upi.inventory.installer_rules import (
     masquerade_overlap,
 )
 from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Role
+from upi.inventory.netrules import network_rules, network_warnings
 from upi.inventory.pullsecret import MAX_PULL_SECRET, pull_secret_problems
 from upi.inventory.safety import safety_rules, safety_warnings, trust_bundle
 from upi.inventory.sanity import sanity_rules, sanity_warnings
+from upi.inventory.segments import describe, segment_of, segments
 from upi.safefs import read_named_file
 
 Finding = tuple[tuple[str | int, ...], str]
@@ -44,7 +46,7 @@ def check_rules(inv: Inventory, *, check_files: bool = True) -> list[Finding]:
     """Every cross-field problem of a parsed inventory (empty when valid)."""
     findings: list[Finding] = []
     for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines, _bmcs,
-                 gpu_rules, safety_rules, sanity_rules, installer_rules):
+                 gpu_rules, safety_rules, sanity_rules, installer_rules, network_rules):
         findings.extend(rule(inv))
     if check_files:
         findings.extend(_files(inv))
@@ -66,7 +68,8 @@ def warnings(inv: Inventory) -> list[str]:
             "nodes, so the masters are made schedulable (mastersSchedulable: true through upi "
             "ignition) and the 80/443 pools hold the masters and the worker"
         )
-    return out + gpu_warnings(inv) + safety_warnings(inv) + sanity_warnings(inv) + installer_warnings(inv)
+    return (out + gpu_warnings(inv) + safety_warnings(inv) + sanity_warnings(inv) + installer_warnings(inv)
+            + network_warnings(inv))
 
 
 def _roles(inv: Inventory) -> Iterator[Finding]:
@@ -100,6 +103,11 @@ def _addresses(inv: Inventory) -> Iterator[Finding]:
         yield ("network", "upstream_dns"), "must not name the provisioner itself (a DNS loop)"
     taken = {gw: "the gateway", inv.load_balancer.ip: "the load balancer",
              inv.provisioner.ip: "the provisioner"}
+    segs = segments(inv)
+    for rack in segs[1:]:
+        taken.setdefault(rack.gateway, f"the gateway of {rack.where}")
+        if rack.relay is not None:
+            taken.setdefault(rack.relay, f"the relay of {rack.where}")
     macs: dict[str, str] = {}
     ips: dict[Any, str] = {}
     for i, node in enumerate(inv.nodes):
@@ -107,10 +115,11 @@ def _addresses(inv: Inventory) -> Iterator[Finding]:
             yield ("nodes", i, "mac"), f"{node.mac} is already the MAC of {macs[node.mac]}"
         macs.setdefault(node.mac, node.name)
         ip = node.ip
-        if ip not in net:
-            yield ("nodes", i, "ip"), f"{ip} is outside machine_cidr {net}"
-        elif ip in (net.network_address, net.broadcast_address):
-            yield ("nodes", i, "ip"), f"{ip} is the network or broadcast address of {net}"
+        seg = segment_of(segs, ip)
+        if seg is None:
+            yield ("nodes", i, "ip"), f"{ip} is outside {describe(segs)}"
+        elif ip in (seg.cidr.network_address, seg.cidr.broadcast_address):
+            yield ("nodes", i, "ip"), f"{ip} is the network or broadcast address of {seg.cidr}"
         elif ip in taken:
             yield ("nodes", i, "ip"), f"{ip} is the address of {taken[ip]}"
         elif ip in ips:
@@ -163,17 +172,33 @@ def _networks(inv: Inventory) -> Iterator[Finding]:
                 f"room for {room} nodes; the inventory has {nodes}: widen cluster_network or "
                 "raise host_prefix"
             )
-    if inv.network_type is NetworkType.OVNKubernetes:
-        for name, net in named:
-            for what, internal in OVN_INTERNAL:
-                if net.overlaps(internal):
-                    yield ("network", name), (
-                        f"{net} overlaps OVN-Kubernetes' internal {internal} (openshift-install: "
-                        f"must not overlap with OVNKubernetes default {what} subnet {internal})"
-                    )
-            masquerade = masquerade_overlap(net)
-            if masquerade:
-                yield ("network", name), masquerade
+    yield from _relayed_walls(inv, named)
+
+
+def _relayed_walls(inv: Inventory, named: list[tuple[str, Any]]) -> Iterator[Finding]:
+    """Relayed machine networks meet machine_cidr's walls (netrules: among themselves); OVN's for all."""
+    n = inv.network
+    for i, m in enumerate(n.machine_networks):
+        for b_name, b in named[1:]:
+            if m.cidr.overlaps(b):
+                yield ("network", "machine_networks", i, "cidr"), (
+                    f"{m.cidr} overlaps {b_name} {b} "
+                    f"(openshift-install: {OVERLAP_REASONS['machine_cidr', b_name]})")
+    if inv.network_type is not NetworkType.OVNKubernetes:
+        return
+    located: list[tuple[tuple[str | int, ...], Any]] = [(("network", name), net) for name, net in named]
+    located += [(("network", "machine_networks", i, "cidr"), m.cidr)
+                for i, m in enumerate(n.machine_networks)]
+    for loc, net in located:
+        for what, internal in OVN_INTERNAL:
+            if net.overlaps(internal):
+                yield loc, (
+                    f"{net} overlaps OVN-Kubernetes' internal {internal} (openshift-install: "
+                    f"must not overlap with OVNKubernetes default {what} subnet {internal})"
+                )
+        masquerade = masquerade_overlap(net)
+        if masquerade:
+            yield loc, masquerade
 
 
 def _network_type(inv: Inventory) -> Iterator[Finding]:

@@ -41,6 +41,7 @@ from datetime import datetime
 
 from upi.facts.boot import BootEntry, boot_entries, tftp_path
 from upi.inventory.model import Inventory, Node, Role
+from upi.inventory.segments import segments
 from upi.status.logs import Event
 
 STAGES: tuple[tuple[str, str], ...] = (
@@ -284,11 +285,13 @@ def _machine_ip(inv: Inventory) -> Callable[[str], bool]:
     A client from elsewhere (the site's own users of a shared web server) is
     no misconfigured node: it is not reported.
     """
-    net, servers = inv.network.machine_cidr, {str(inv.provisioner.ip), str(inv.load_balancer.ip)}
+    nets = [s.cidr for s in segments(inv)]  # the racks behind relays too
+    servers = {str(inv.provisioner.ip), str(inv.load_balancer.ip)}
 
     def could_be(ip: str) -> bool:
         try:
-            return ipaddress.ip_address(ip) in net and ip not in servers
+            address = ipaddress.ip_address(ip)
+            return any(address in net for net in nets) and ip not in servers
         except ValueError:
             return False
 
