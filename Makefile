@@ -9,8 +9,8 @@ DEMO_OUT ?= out/dgxpod
 # Real programs the tests run (reference/test-harness.md, pxe-boot-test.md).
 APT_PACKAGES := dnsmasq-base haproxy openssh-server openssh-client libvirt-dev pkg-config \
 	virtinst busybox-static qemu-system-x86 ipxe-qemu pxelinux syslinux-common ovmf \
-	grub-efi-amd64-bin grub-common iproute2 bind9-dnsutils curl cpio nginx firewalld shellcheck
-APT_PROGRAMS := dnsmasq haproxy sshd virt-install qemu-system-x86_64 grub-mkimage dig busybox ip nginx firewall-offline-cmd shellcheck
+	grub-efi-amd64-bin grub-common iproute2 bind9-dnsutils curl cpio nginx firewalld shellcheck docker-registry
+APT_PROGRAMS := dnsmasq haproxy sshd virt-install qemu-system-x86_64 grub-mkimage dig busybox ip nginx firewall-offline-cmd shellcheck docker-registry
 # The PXE tests also `apt-get download` a Debian kernel (not installed) and
 # cache it under $${XDG_CACHE_HOME:-~/.cache}/upi-test (tests/pxe_harness.py).
 PXE_FILES := /usr/lib/PXELINUX/pxelinux.0 /usr/lib/syslinux/modules/bios/ldlinux.c32 \
