@@ -13,6 +13,7 @@ from upi.facts.boot import GRUB_FALLBACK, GRUB_IMAGE, PXELINUX_FALLBACK, PXELINU
 from upi.facts.installconfig import install_config
 from upi.gpu.objects import render_files as gpu_files
 from upi.inventory.model import Firmware, Inventory
+from upi.mirror.imageset import render_files as mirror_files
 from upi.selfpath import upi_command
 from upi.templating import render_each, render_template
 
@@ -238,6 +239,7 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
         *_vms(inv),
         *_csr(inv),
         *(_file(path, text) for path, text in gpu_files(inv)),
+        *(_file(path, text) for path, text in mirror_files(inv)),
         *extra,
     ]
     return [*files, manifest(files, inv, bootstrap_retired=retire_bootstrap, images=images)]
