@@ -77,6 +77,9 @@ CASES = [
          "registry.redhat.io/redhat/redhat-operator-index:v4.16 as 'cs-redhat-operator-index-v4-16'"),
     Case("cluster-resources-missing", REGISTRY_LINE, REGISTRY_LINE + "  cluster_resources: oc-mirror/cr\n",
          56, "mirror.cluster_resources", "oc-mirror/cr is not a directory"),
+    Case("validation-image-not-a-reference", "  catalog_sources:",
+         "  validation: {image: 'nvcr.io/NVIDIA/cuda:12'}\n  catalog_sources:", 51, "gpu.validation.image",
+         "is not an image reference oc-mirror can mirror"),
     Case("unknown-key", REGISTRY_LINE, REGISTRY_LINE + "  regsitry: x\n", 56, "mirror.regsitry",
          "unknown key"),
 ]

@@ -140,6 +140,23 @@ def mirror_rules(inv: Inventory) -> Iterator[Finding]:
             f"{m.registry}'s CA is read from cluster.additional_trust_bundle_file, which is not set: "
             "name the PEM file holding the CA that signed the registry's certificate")
     yield from _catalog_rules(inv)
+    yield from _image_rules(inv)
+
+
+def _image_rules(inv: Inventory) -> Iterator[Finding]:
+    """Images upi pulls by name must be references oc-mirror and `upi check mirror` can follow."""
+    from upi.mirror.refs import parse_image
+
+    if inv.gpu is None:
+        return  # the defaults are references
+    named: list[Finding] = [(("gpu", "validation", "image"), inv.gpu.validation.image)]
+    if inv.gpu.nfd_image:
+        named.append((("gpu", "nfd_image"), inv.gpu.nfd_image))
+    for loc, image in named:
+        try:
+            parse_image(image)
+        except ValueError as exc:
+            yield loc, f"{image[:80]!r} is not an image reference oc-mirror can mirror: {exc}"
 
 
 def _catalog_rules(inv: Inventory) -> Iterator[Finding]:

@@ -1,0 +1,187 @@
+"""`upi check mirror` against a REAL registry: Debian's docker-registry (tests/realregistry.py).
+
+TLS with a test CA, htpasswd credentials, images the tests push themselves.
+The inventory is inventories/disconnected.yaml with the registry's loopback
+address as mirror.registry and in cluster.mirrors, its credentials in the
+pull secret and the test CA as the trust bundle.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from certs import make_ca
+from check_helpers import LOOPBACK, free_port
+from conftest import INVENTORIES
+from realregistry import RunningRegistry, registry
+
+from upi.cli import app
+from upi.mirror.registry import MANIFEST_TYPES
+
+EXAMPLE_REGISTRY = "mirror.lab.example.com:8443"
+RELEASE = ("openshift/release-images", "4.16.3-x86_64")
+NFD = ("openshift4/ose-node-feature-discovery-rhel9", "v4.16")
+VALIDATION_REPO = "nvidia/k8s/cuda-sample"
+NEVER_MIRRORED = "registry.redhat.io/openshift4/never-mirrored:v1"
+
+
+@dataclass(frozen=True)
+class Site:
+    """The running registry and the validation image's digest (pushed under VALIDATION_REPO)."""
+
+    reg: RunningRegistry
+    digest: str
+    elsewhere: str  # a digest pushed only under another repository
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    ca = make_ca("upi test mirror CA")
+    with registry(tmp_path_factory.mktemp("registry"), ca) as reg:
+        reg.push(*RELEASE, fmt="oci")
+        reg.push(*NFD, fmt="docker")
+        digest = reg.push(VALIDATION_REPO, "vectoradd", fmt="oci")
+        elsewhere = reg.push("nvidia/k8s/other-sample", "v1", fmt="oci", payload=b"only here")
+        yield Site(reg, digest, elsewhere)
+
+
+def _inventory(tmp: Path, reg: RunningRegistry, *, host: str | None = None, password: str | None = None,
+               ca_pem: bytes | None = None, validation: str | None = None,
+               skip_nfd: bool = False) -> Path:
+    host = host or reg.host
+    text = (INVENTORIES / "disconnected.yaml").read_text().replace(EXAMPLE_REGISTRY, host)
+    if validation:
+        text = text.replace("  catalog_sources:",
+                            f"  validation: {{image: '{validation}'}}\n  catalog_sources:")
+    if skip_nfd:
+        text = text.replace("  catalog_sources:",
+                            f"  nfd_image: {NEVER_MIRRORED}\n  catalog_sources:")
+    auth = base64.b64encode(f"{reg.user}:{password or reg.password}".encode()).decode()
+    secret = {"auths": {"cloud.openshift.com": {"auth": "RkFLRTpub3QtYS1yZWFs"}, host: {"auth": auth}}}
+    (tmp / "pull-secret-mirror.json").write_text(json.dumps(secret))
+    (tmp / "mirror-ca.pem").write_bytes(ca_pem or reg.ca.cert_pem)
+    (tmp / "id_rsa.pub").write_text((INVENTORIES / "id_rsa.pub").read_text())
+    path = tmp / "disconnected.yaml"
+    path.write_text(text)
+    return path
+
+
+def _rows(runner, path: Path) -> tuple[int, dict[str, dict[str, str]], str]:
+    result = runner.invoke(app, ["check", "mirror", str(path), "--json", "--timeout", "5"])
+    assert "Traceback" not in result.output
+    doc = json.loads(result.stdout)
+    return result.exit_code, {r["check"]: r for r in doc["checks"]}, result.output
+
+
+def _state(row: dict[str, str]) -> str:
+    return row["got"].split(" ", 1)[0]
+
+
+def test_all_present_exits_0_with_a_row_per_image(runner, tmp_path: Path, site: Site) -> None:
+    validation = f"nvcr.io/{VALIDATION_REPO}@{site.digest}"
+    code, rows, _ = _rows(runner, _inventory(tmp_path, site.reg, validation=validation))
+    assert code == 0, rows
+    assert {k: _state(r) for k, r in rows.items()} == {
+        "quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64": "found",
+        "registry.redhat.io/openshift4/ose-node-feature-discovery-rhel9:v4.16": "found",
+        validation: "found",
+    }
+    host = site.reg.host
+    assert rows["quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64"]["expected"] == \
+        f"{host}/openshift/release-images:4.16.3-x86_64"
+    assert rows[validation]["expected"] == f"{host}/{VALIDATION_REPO}@{site.digest}"
+
+
+def test_the_table_names_source_mirror_and_state(runner, tmp_path: Path, site: Site) -> None:
+    validation = f"nvcr.io/{VALIDATION_REPO}@{site.digest}"
+    path = _inventory(tmp_path, site.reg, validation=validation)
+    result = runner.invoke(app, ["check", "mirror", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "3 checks: 3 passed, 0 warnings, 0 failed" in result.output
+    assert f"{site.reg.host}/openshift4/ose-node-feature-discovery-rhel9:v4.16" in result.output
+
+
+def test_one_missing_image_exits_1_and_names_it(runner, tmp_path: Path, site: Site) -> None:
+    validation = f"nvcr.io/{VALIDATION_REPO}@{site.digest}"
+    code, rows, output = _rows(runner, _inventory(tmp_path, site.reg, validation=validation, skip_nfd=True))
+    assert code == 1
+    states = {k: _state(r) for k, r in rows.items()}
+    assert states["registry.redhat.io/openshift4/never-mirrored:v1"] == "missing"
+    assert states["quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64"] == "found"
+    assert states[validation] == "found"
+    assert "HTTP 404" in rows["registry.redhat.io/openshift4/never-mirrored:v1"]["got"]
+
+
+def test_a_digest_present_under_another_repository_only_is_missing(runner, tmp_path: Path,
+                                                                  site: Site) -> None:
+    validation = f"nvcr.io/{VALIDATION_REPO}@{site.elsewhere}"
+    code, rows, _ = _rows(runner, _inventory(tmp_path, site.reg, validation=validation))
+    assert code == 1
+    assert _state(rows[validation]) == "missing"
+    assert rows[validation]["expected"] == f"{site.reg.host}/{VALIDATION_REPO}@{site.elsewhere}"
+
+
+def test_an_image_no_mapping_covers_is_missing(runner, tmp_path: Path, site: Site) -> None:
+    validation = "ghcr.io/someone/cuda-sample:v1"  # cluster.mirrors maps no ghcr.io
+    code, rows, _ = _rows(runner, _inventory(tmp_path, site.reg, validation=validation))
+    assert code == 1
+    assert rows[validation]["expected"] == "no cluster.mirrors entry covers it"
+    fix = rows[validation]["fix"]
+    assert "add a cluster.mirrors entry whose source is ghcr.io/someone/cuda-sample" in fix
+
+
+def test_wrong_credentials_are_unauthorised_and_never_shown(runner, tmp_path: Path, site: Site) -> None:
+    path = _inventory(tmp_path, site.reg, password="wrong-password-42")
+    code, rows, output = _rows(runner, path)
+    assert code == 1
+    assert {_state(r) for r in rows.values()} == {"unauthorised"}
+    assert "HTTP 401" in next(iter(rows.values()))["got"]
+    for secret in ("wrong-password-42", site.reg.password, base64.b64encode(b"wrong-password-42").decode()):
+        assert secret not in output
+
+
+def test_an_unknown_ca_is_unreachable_naming_the_trust_bundle(runner, tmp_path: Path, site: Site) -> None:
+    other = make_ca("some other CA")
+    code, rows, _ = _rows(runner, _inventory(tmp_path, site.reg, ca_pem=other.cert_pem))
+    assert code == 1
+    for row in rows.values():
+        assert _state(row) == "unreachable"
+        assert "certificate verify failed" in row["got"] and "trust bundle" in row["got"]
+
+
+def test_a_registry_that_is_down_is_unreachable(runner, tmp_path: Path, site: Site) -> None:
+    down = f"{LOOPBACK}:{free_port()}"  # nothing listens there
+    code, rows, _ = _rows(runner, _inventory(tmp_path, site.reg, host=down))
+    assert code == 1
+    assert {_state(r) for r in rows.values()} == {"unreachable"}
+    assert all("refused" in r["got"].lower() for r in rows.values())
+
+
+def test_the_registry_answers_404_for_an_oci_manifest_not_asked_for(site: Site) -> None:
+    """Why Accept names both formats: the real registry hides an OCI manifest from a Docker-only ask."""
+    ctx = ssl.create_default_context()
+    ctx.load_verify_locations(cadata=site.reg.ca.cert_pem.decode())
+    host, port = site.reg.host.split(":")
+    auth = base64.b64encode(f"{site.reg.user}:{site.reg.password}".encode()).decode()
+    answers = {}
+    for name, accept in (("docker", MANIFEST_TYPES[2]), ("both", ", ".join(MANIFEST_TYPES))):
+        conn = http.client.HTTPSConnection(host, int(port), timeout=5, context=ctx)
+        conn.request("HEAD", f"/v2/{RELEASE[0]}/manifests/{RELEASE[1]}",
+                     headers={"Accept": accept, "Authorization": f"Basic {auth}"})
+        answers[name] = conn.getresponse().status
+        conn.close()
+    assert answers == {"docker": 404, "both": 200}
+
+
+def test_without_a_mirror_section_exits_2(runner) -> None:
+    result = runner.invoke(app, ["check", "mirror", str(INVENTORIES / "dgxpod.yaml")])
+    assert result.exit_code == 2
+    assert "mirror: the inventory has no mirror: section" in result.output
+    assert "Traceback" not in result.output
