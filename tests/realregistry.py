@@ -27,6 +27,7 @@ import bcrypt
 from certs import Issued, issue
 from check_helpers import LOOPBACK, free_port
 from conftest import require
+from tokenserver import TokenServer
 
 CONFIG = """\
 version: 0.1
@@ -44,10 +45,19 @@ http:
     certificate: {work}/server.pem
     key: {work}/server.key
 auth:
+{auth}
+"""
+HTPASSWD = """\
   htpasswd:
     realm: upi-test-registry
-    path: {work}/htpasswd
-"""
+    path: {work}/htpasswd"""
+# distribution v2.8 registry/auth/token/accesscontroller.go: the four options it requires.
+TOKEN = """\
+  token:
+    realm: {realm}
+    service: upi-test-registry
+    issuer: upi-test-issuer
+    rootcertbundle: {work}/token-signer.pem"""
 # Media types (opencontainers/image-spec media-types.md; distribution's manifest/schema2).
 FORMATS = {
     "oci": ("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.config.v1+json",
@@ -115,8 +125,12 @@ class RunningRegistry:
 @contextlib.contextmanager
 def registry(work: Path, ca: Issued, *, user: str = "mirror-user",
              password: str = "mirror-password-1",  # noqa: S107 - a throwaway test registry's
-             ) -> Iterator[RunningRegistry]:
-    """docker-registry on a free loopback port until the block ends."""
+             storage: Path | None = None, token: TokenServer | None = None) -> Iterator[RunningRegistry]:
+    """docker-registry on a free loopback port until the block ends.
+
+    `storage`: another registry's storage directory (to serve what was pushed there);
+    `token`: ask for Bearer tokens from that token server instead of htpasswd.
+    """
     program = require("docker-registry")
     work.mkdir(parents=True, exist_ok=True)
     cert = issue(ca, "registry", server=True)
@@ -127,14 +141,18 @@ def registry(work: Path, ca: Issued, *, user: str = "mirror-user",
     for _ in range(5):
         port = free_port()
         config = work / "config.yml"
-        config.write_text(CONFIG.format(root=work / "storage", host=LOOPBACK, port=port, work=work))
+        auth = (TOKEN.format(realm=token.realm, work=work) if token else HTPASSWD.format(work=work))
+        if token:
+            (work / "token-signer.pem").write_bytes(token.signer.cert_pem)
+        config.write_text(CONFIG.format(root=storage or work / "storage", host=LOOPBACK, port=port,
+                                        work=work, auth=auth))
         proc = subprocess.Popen([program, "serve", str(config)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         running = RunningRegistry(f"{LOOPBACK}:{port}", user, password, ca)
         end = time.monotonic() + 15
         while proc.poll() is None and time.monotonic() < end:
             with contextlib.suppress(OSError, ssl.SSLError, http.client.HTTPException):
-                if running._call("GET", "/v2/").status == 200:
+                if running._call("GET", "/v2/").status in ((401,) if token else (200,)):
                     break
             time.sleep(0.05)
         else:

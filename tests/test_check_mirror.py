@@ -21,6 +21,7 @@ from certs import make_ca
 from check_helpers import LOOPBACK, free_port
 from conftest import INVENTORIES
 from realregistry import RunningRegistry, registry
+from tokenserver import token_server
 
 from upi.cli import app
 from upi.mirror.registry import MANIFEST_TYPES
@@ -39,17 +40,19 @@ class Site:
     reg: RunningRegistry
     digest: str
     elsewhere: str  # a digest pushed only under another repository
+    storage: Path  # the registry's storage, which a second (token-auth) registry serves too
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     ca = make_ca("upi test mirror CA")
-    with registry(tmp_path_factory.mktemp("registry"), ca) as reg:
+    work = tmp_path_factory.mktemp("registry")
+    with registry(work, ca) as reg:
         reg.push(*RELEASE, fmt="oci")
         reg.push(*NFD, fmt="docker")
         digest = reg.push(VALIDATION_REPO, "vectoradd", fmt="oci")
         elsewhere = reg.push("nvidia/k8s/other-sample", "v1", fmt="oci", payload=b"only here")
-        yield Site(reg, digest, elsewhere)
+        yield Site(reg, digest, elsewhere, work / "storage")
 
 
 def _inventory(tmp: Path, reg: RunningRegistry, *, host: str | None = None, password: str | None = None,
@@ -162,6 +165,26 @@ def test_a_registry_that_is_down_is_unreachable(runner, tmp_path: Path, site: Si
     assert code == 1
     assert {_state(r) for r in rows.values()} == {"unreachable"}
     assert all("refused" in r["got"].lower() for r in rows.values())
+
+
+@pytest.mark.parametrize("password", [None, "wrong-password-42"], ids=["right", "wrong"])
+def test_a_registry_asking_for_bearer_tokens_gets_one_from_its_realm(runner, tmp_path: Path, site: Site,
+                                                                    password: str | None) -> None:
+    """The token flow: 401 Bearer challenge -> the realm with Basic credentials -> a JWT."""
+    with token_server(tmp_path / "token", site.reg.ca, site.reg.user, site.reg.password) as tokens, \
+            registry(tmp_path / "bearer", site.reg.ca, storage=site.storage, token=tokens) as bearer:
+        validation = f"nvcr.io/{VALIDATION_REPO}@{site.digest}"
+        path = _inventory(tmp_path, bearer, password=password, validation=validation)
+        code, rows, output = _rows(runner, path)
+    states = {_state(r) for r in rows.values()}
+    if password is None:
+        assert (code, states) == (0, {"found"})
+    else:
+        assert (code, states) == (1, {"unauthorised"})
+        assert password not in output
+    assert {r["service"] for r in tokens.requests} == {"upi-test-registry"}
+    assert f"repository:{VALIDATION_REPO}:pull" in {r["scope"] for r in tokens.requests}
+    assert {r["authorised"] for r in tokens.requests} == {str(password is None)}
 
 
 def test_the_registry_answers_404_for_an_oci_manifest_not_asked_for(site: Site) -> None:
