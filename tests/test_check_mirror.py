@@ -15,6 +15,7 @@ import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from certs import make_ca
@@ -31,6 +32,14 @@ RELEASE = ("openshift/release-images", "4.16.3-x86_64")
 NFD = ("openshift4/ose-node-feature-discovery-rhel9", "v4.16")
 VALIDATION_REPO = "nvidia/k8s/cuda-sample"
 NEVER_MIRRORED = "registry.redhat.io/openshift4/never-mirrored:v1"
+# What an installed cluster names (by digest), and where oc-mirror puts each in the registry.
+NFD_OPERATOR = "registry.redhat.io/openshift4/ose-cluster-nfd-rhel9-operator"
+CLUSTER_IMAGES = {
+    NFD_OPERATOR: "openshift4/ose-cluster-nfd-rhel9-operator",
+    "nvcr.io/nvidia/gpu-operator": "nvidia/gpu-operator",
+    "nvcr.io/nvidia/driver": "nvidia/driver",
+    "quay.io/openshift-release-dev/ocp-v4.0-art-dev": "openshift/release",
+}
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,7 @@ class Site:
     digest: str
     elsewhere: str  # a digest pushed only under another repository
     storage: Path  # the registry's storage, which a second (token-auth) registry serves too
+    cluster: dict[str, str]  # source image by digest -> pushed (the installed cluster's images)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +62,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         reg.push(*NFD, fmt="docker")
         digest = reg.push(VALIDATION_REPO, "vectoradd", fmt="oci")
         elsewhere = reg.push("nvidia/k8s/other-sample", "v1", fmt="oci", payload=b"only here")
-        yield Site(reg, digest, elsewhere, work / "storage")
+        cluster = {}
+        for source, repo in CLUSTER_IMAGES.items():
+            cluster[source] = f"{source}@{reg.push(repo, 'x', fmt='docker', payload=source.encode())}"
+        yield Site(reg, digest, elsewhere, work / "storage", cluster)
 
 
 def _inventory(tmp: Path, reg: RunningRegistry, *, host: str | None = None, password: str | None = None,
@@ -208,3 +221,85 @@ def test_without_a_mirror_section_exits_2(runner) -> None:
     assert result.exit_code == 2
     assert "mirror: the inventory has no mirror: section" in result.output
     assert "Traceback" not in result.output
+
+
+# --- an installed cluster: the FAKE API server (tests/fake_apiserver.py) ---------------------
+
+MARKETPLACE = "openshift-marketplace"
+
+
+def _package(name: str, source: str, channels: dict[str, list[str]], default: str) -> dict[str, Any]:
+    """A PackageManifest as the package server lists it (OLM pkg/package-server/apis/operators/v1/
+    packagemanifest_types.go: status.channels[].currentCSVDesc.relatedImages, a list of strings)."""
+    return {"apiVersion": "packages.operators.coreos.com/v1", "kind": "PackageManifest",
+            "metadata": {"name": name, "namespace": MARKETPLACE, "labels": {"catalog": source}},
+            "status": {"catalogSource": source, "catalogSourceNamespace": MARKETPLACE, "packageName": name,
+                       "defaultChannel": default,
+                       "channels": [{"name": c, "currentCSV": f"{name}.{c}",
+                                     "currentCSVDesc": {"relatedImages": images}}
+                                    for c, images in channels.items()]}}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, site: Site) -> Iterator[Any]:
+    from fake_apiserver import FakeApiServer
+
+    img = site.cluster
+    fake = FakeApiServer(tmp_path / "kube").start()
+    fake.put(_package("nfd", "cs-redhat-operator-index-v4-16",
+                      {"stable": [img[NFD_OPERATOR]]}, "stable"))
+    fake.put(_package("gpu-operator-certified", "cs-certified-operator-index-v4-16", {
+        "v26.3": [img["nvcr.io/nvidia/gpu-operator"], img["nvcr.io/nvidia/driver"]],
+        "v26.7": ["nvcr.io/nvidia/gpu-operator@sha256:" + "7" * 64],  # not the chosen channel
+    }, "v26.3"))
+    fake.put({"apiVersion": "image.openshift.io/v1", "kind": "ImageStream",
+              "metadata": {"name": "driver-toolkit", "namespace": "openshift"},
+              "spec": {"tags": [{"name": "latest", "from": {
+                  "kind": "DockerImage", "name": img["quay.io/openshift-release-dev/ocp-v4.0-art-dev"]}}]}})
+    yield fake
+    fake.stop()
+
+
+def _cluster_rows(runner, path: Path, fake: Any) -> tuple[int, dict[str, dict[str, str]]]:
+    result = runner.invoke(app, ["check", "mirror", str(path), "--kubeconfig", str(fake.kubeconfig),
+                                 "--json", "--timeout", "5"])
+    assert "Traceback" not in result.output
+    return result.exit_code, {r["check"]: r for r in json.loads(result.stdout)["checks"]}
+
+
+def test_an_installed_cluster_adds_related_images_and_the_driver_toolkit(runner, tmp_path: Path, site: Site,
+                                                                        cluster: Any) -> None:
+    validation = f"nvcr.io/{VALIDATION_REPO}@{site.digest}"
+    code, rows = _cluster_rows(runner, _inventory(tmp_path, site.reg, validation=validation), cluster)
+    assert code == 0, rows
+    assert set(site.cluster.values()) <= set(rows)  # every relatedImage of the chosen channels, and the DTK
+    assert len(rows) == 3 + len(site.cluster)  # nothing from the channel upi does not subscribe to
+    dtk = site.cluster["quay.io/openshift-release-dev/ocp-v4.0-art-dev"]
+    assert rows[dtk]["expected"] == f"{site.reg.host}/openshift/release@{dtk.split('@')[1]}"
+    assert {_state(r) for r in rows.values()} == {"found"}
+
+
+def test_a_related_image_not_mirrored_fails_and_is_named(runner, tmp_path: Path, site: Site,
+                                                        cluster: Any) -> None:
+    missing = "nvcr.io/nvidia/gpu-operator-validator@sha256:" + "a" * 64
+    pm = cluster.get("packages.operators.coreos.com/v1", "PackageManifest", "gpu-operator-certified",
+                     MARKETPLACE)
+    pm["status"]["channels"][0]["currentCSVDesc"]["relatedImages"].append(missing)
+    cluster.put(pm)
+    validation = f"nvcr.io/{VALIDATION_REPO}@{site.digest}"
+    code, rows = _cluster_rows(runner, _inventory(tmp_path, site.reg, validation=validation), cluster)
+    assert code == 1
+    assert _state(rows[missing]) == "missing"
+    assert "gpu-operator-certified.v26.3 (relatedImages)" in rows[missing]["fix"]
+
+
+def test_a_package_the_mirrored_catalog_lacks_fails(runner, tmp_path: Path, site: Site, cluster: Any) -> None:
+    cluster.delete("packages.operators.coreos.com/v1", "PackageManifest", "nfd", MARKETPLACE)
+    cluster.delete("image.openshift.io/v1", "ImageStream", "driver-toolkit", "openshift")
+    validation = f"nvcr.io/{VALIDATION_REPO}@{site.digest}"
+    code, rows = _cluster_rows(runner, _inventory(tmp_path, site.reg, validation=validation), cluster)
+    assert code == 1
+    nfd = rows[f"PackageManifest {MARKETPLACE}/nfd"]
+    assert nfd["verdict"] == "fail" and "no mirrored catalog serves the package" in nfd["got"]
+    assert "CatalogSource cs-redhat-operator-index-v4-16" in nfd["fix"]
+    assert rows["ImageStream openshift/driver-toolkit"]["verdict"] == "fail"

@@ -9,6 +9,7 @@ oc-mirror). Each is looked up where the cluster will look for it: through
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from upi.check.report import CheckResult, Report
 from upi.errors import InventoryError, Problem
@@ -18,6 +19,9 @@ from upi.mirror.imageset import Needed, additional_images, release_image
 from upi.mirror.refs import ImageRef, Mapping, mirrored, parse_image
 from upi.mirror.registry import Probe, Registry, trust
 from upi.safefs import read_named_text
+
+if TYPE_CHECKING:
+    from upi.gpu.kube import Kube
 
 AREA = "mirror"
 
@@ -77,26 +81,57 @@ def _row(needed: Needed, source: ImageRef, targets: list[ImageRef], registries: 
                        f"{needed.why} {source} is {probe.verdict} at {target}: {fix}")
 
 
-def check_mirror(inv: Inventory, *, timeout: float = 10.0) -> list[CheckResult]:
-    """One row per image the install pulls: found, missing, unauthorised or unreachable."""
+def check_mirror(inv: Inventory, *, timeout: float = 10.0, kube: Kube | None = None) -> list[CheckResult]:
+    """One row per image the install pulls: found, missing, unauthorised or unreachable.
+
+    With `kube` (an installed cluster) also the operators' relatedImages at the
+    channels upi subscribes to and the release's driver-toolkit image.
+    """
     if inv.mirror is None:
         raise InventoryError([Problem(str(inv.source), None, "mirror",
                                       "the inventory has no mirror: section; docs/disconnected.md says "
                                       "what to write")])
     mapping = [Mapping(m.source, list(m.mirrors)) for m in inv.cluster.mirrors]
     registries = _Registries(inv, timeout)
+    needed = needed_images(inv)
     rows = []
-    for needed in needed_images(inv):
-        source = parse_image(needed.image)
-        rows.append(_row(needed, source, mirrored(source, mapping), registries))
+    if kube is not None:
+        from upi.mirror.cluster import cluster_images
+
+        more, unknown = cluster_images(inv, kube)
+        needed += [n for n in more if n.image not in {m.image for m in needed}]
+        rows += [CheckResult(AREA, u.what, "a list of images", f"unknown: {u.why}", "fail", u.fix)
+                 for u in unknown]
+    for item in needed:
+        try:
+            source = parse_image(item.image)
+        except ValueError as exc:  # a catalog's relatedImages entry: not the inventory's
+            rows.append(CheckResult(AREA, item.image[:120], "an image reference", f"unknown: {exc}",
+                                    "fail", f"{item.why}: not an image reference"))
+            continue
+        rows.append(_row(item, source, mirrored(source, mapping), registries))
     return rows
 
 
-def run_check_mirror(inventory: Path, *, timeout: float) -> Report:
-    """Load the inventory (its pull secret and trust bundle are read) and check the mirror."""
+def run_check_mirror(inventory: Path, *, timeout: float, kubeconfig: Path | None = None,
+                     assets: Path | None = None) -> Report:
+    """Load the inventory (its pull secret and trust bundle are read) and check the mirror.
+
+    With `kubeconfig` or `assets` the installed cluster is read too.
+    """
     from upi.inventory import load_inventory
 
     inv = load_inventory(inventory)
     report = Report()
-    report.extend(check_mirror(inv, timeout=timeout))
+    if kubeconfig is None and assets is None:
+        report.extend(check_mirror(inv, timeout=timeout))
+        return report
+    from upi.csr.connect import connect, find_kubeconfig
+    from upi.gpu.kube import Kube
+
+    conn = connect(find_kubeconfig(kubeconfig, assets))
+    try:
+        report.extend(check_mirror(inv, timeout=timeout, kube=Kube(conn)))
+    finally:
+        conn.close()
     return report
