@@ -153,3 +153,23 @@ def test_the_file_and_the_docs_give_the_oc_mirror_commands(runner, tmp_path: Pat
     assert written in head and written in docs
     if key == "disk_to_mirror":
         assert "docker://mirror.lab.example.com:8443" in head
+
+
+@pytest.mark.parametrize(("policy", "network"), [
+    ("    driver.rdma.enabled: true\n", True),
+    ("    driver: {rdma: {enabled: true, useHostMofed: true}}\n", False),  # the host's MOFED, no operator
+    ("    driver.rdma.enabled: false\n", False),
+])
+def test_gpudirect_rdma_mirrors_the_network_operator(runner, example_dir: Path, tmp_path: Path,
+                                                     policy: str, network: bool) -> None:
+    path = _edited(example_dir, "  catalog_sources:", "  cluster_policy:\n" + policy + "  catalog_sources:")
+    doc = _render(runner, path, tmp_path / "out")
+    certified = next(o for o in doc["mirror"]["operators"] if "certified-operator-index" in o["catalog"])
+    names = [p["name"] for p in certified["packages"]]
+    if network:
+        assert names == ["gpu-operator-certified", "nvidia-network-operator"]
+        # The bundle's default channel: Mellanox/network-operator v26.4.1,
+        # bundle/metadata/annotations.yaml (operators.operatorframework.io.bundle.channel.default.v1).
+        assert certified["packages"][1]["channels"] == [{"name": "stable"}]
+    else:
+        assert names == ["gpu-operator-certified"]

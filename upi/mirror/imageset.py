@@ -22,6 +22,7 @@ KIND = "ImageSetConfiguration"
 # for a disconnected installation"): quay.io/openshift-release-dev/ocp-release:<x.y.z>-<arch>.
 RELEASE_REPOSITORY = "quay.io/openshift-release-dev/ocp-release"
 ARCH = "x86_64"
+NETWORK_PACKAGE = "nvidia-network-operator"
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,20 @@ def operator_packages(inv: Inventory) -> list[tuple[str, str, str | None]]:
     from upi.gpu.objects import GPU_PACKAGE, NFD_PACKAGE
 
     gpu = settings(inv)
-    return [(REDHAT_INDEX, NFD_PACKAGE, gpu.nfd_channel),
-            (CERTIFIED_INDEX, GPU_PACKAGE, gpu.operator_channel)]
+    out = [(REDHAT_INDEX, NFD_PACKAGE, gpu.nfd_channel), (CERTIFIED_INDEX, GPU_PACKAGE, gpu.operator_channel)]
+    if rdma(inv):
+        # GPUDirect RDMA needs the NVIDIA Network Operator first (gpu-day2.md §5); its bundle
+        # (Mellanox/network-operator bundle/metadata/annotations.yaml) names the package and the
+        # default channel `stable`; it is in the certified index.
+        out.append((CERTIFIED_INDEX, NETWORK_PACKAGE, "stable"))
+    return out
+
+
+def rdma(inv: Inventory) -> bool:
+    """GPUDirect RDMA asked for: ClusterPolicy driver.rdma.enabled, without a host MOFED driver."""
+    driver = settings(inv).cluster_policy.get("driver") or {}
+    flags = driver.get("rdma") or {} if isinstance(driver, dict) else {}
+    return isinstance(flags, dict) and flags.get("enabled") is True and flags.get("useHostMofed") is not True
 
 
 def imageset_config(inv: Inventory) -> dict[str, Any]:
