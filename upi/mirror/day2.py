@@ -24,14 +24,15 @@ from typing import Any
 
 import yaml
 
-from upi.errors import InventoryError, Problem
+from upi.errors import InventoryError, Problem, UpiError
 from upi.gpu.kube import Kube
 from upi.gpu.steps import Clock, Diagnosis, GpuFailed, Reporter
 from upi.inventory.gpu import settings
 from upi.inventory.installer_rules import repository_problem
 from upi.inventory.model import Inventory
+from upi.inventory.yamlbounds import check_depth, check_graph, needs_graph_check
 from upi.mirror.refs import parse_image
-from upi.safefs import UnreadableFile
+from upi.safefs import UnreadableFile, read_named_text, shown
 
 Obj = dict[str, Any]
 CONFIG = "config.openshift.io/v1"
@@ -58,12 +59,20 @@ def load_resources(inv: Inventory, directory: Path) -> Resources:
     assert inv.mirror is not None  # noqa: S101 - called only with a mirror: section
     out = Resources()
     problems: list[Problem] = []
-    files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    try:
+        files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    except OSError as exc:
+        raise InventoryError([Problem(str(directory), None, "", f"cannot list it: {exc.strerror or exc}")]) \
+            from None
     for path in files:
-        text = path.read_text(encoding="utf-8", errors="replace")[:MAX_FILE]
         try:
-            docs = [(node.start_mark.line + 1, yaml.safe_load(yaml.serialize(node)))
-                    for node in yaml.compose_all(text, Loader=yaml.SafeLoader)]
+            docs = _documents(path)
+        except InventoryError as exc:  # nested too deep, aliases: located already
+            problems += exc.located
+            continue
+        except UpiError as exc:  # unreadable, too large, not UTF-8: the message names the path
+            problems.append(Problem(str(path), None, "", str(exc).removeprefix(f"{shown(path)} ")))
+            continue
         except yaml.YAMLError as exc:
             problems.append(Problem(str(path), None, "", f"not YAML: {str(exc)[:200]}"))
             continue
@@ -71,9 +80,11 @@ def load_resources(inv: Inventory, directory: Path) -> Resources:
             if doc is None:
                 continue
             kind = doc.get("kind") if isinstance(doc, dict) else None
-            if kind not in APPLIED:
-                name = ((doc.get("metadata") or {}) if isinstance(doc, dict) else {}).get("name", "?")
-                out.skipped.append(f"{path.name}: {kind or 'not an object'} {name}")
+            if not isinstance(kind, str) or kind not in APPLIED:
+                meta = doc.get("metadata") if isinstance(doc, dict) else None
+                name = meta.get("name", "?") if isinstance(meta, dict) else "?"
+                out.skipped.append(f"{path.name}: {kind if isinstance(kind, str) else 'not an object'} "
+                                   f"{str(name)[:80]}")
                 continue
             found = list(_problems(inv, doc))
             problems += [Problem(str(path), line, where, why) for where, why in found]
@@ -84,6 +95,18 @@ def load_resources(inv: Inventory, directory: Path) -> Resources:
     return out
 
 
+def _documents(path: Path) -> list[tuple[int, Any]]:
+    """(first line, value) of each YAML document; bounded as the inventory is (no alias bombs)."""
+    text = read_named_text(path, MAX_FILE)
+    check_depth(text, str(path))
+    out = []
+    for node in yaml.compose_all(text, Loader=yaml.SafeLoader):
+        if needs_graph_check(text):
+            check_graph(node, str(path))
+        out.append((node.start_mark.line + 1, yaml.safe_load(yaml.serialize(node))))
+    return out
+
+
 def _problems(inv: Inventory, doc: Obj) -> list[tuple[str, str]]:
     assert inv.mirror is not None  # noqa: S101 - load_resources checked
     registry = inv.mirror.registry
@@ -91,7 +114,7 @@ def _problems(inv: Inventory, doc: Obj) -> list[tuple[str, str]]:
     api_version, mappings = APPLIED[kind]
     out = []
     if doc.get("apiVersion") != api_version:
-        out.append(("apiVersion", f"{doc.get('apiVersion')!r}: a {kind} is {api_version}"))
+        out.append(("apiVersion", f"{str(doc.get('apiVersion'))[:60]!r}: {kind} is {api_version}"))
     meta = doc.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         out.append(("metadata.name", "missing"))
@@ -100,9 +123,15 @@ def _problems(inv: Inventory, doc: Obj) -> list[tuple[str, str]]:
         return [*out, ("spec", "missing")]
     if mappings is None:
         return out + _catalog_problems(inv, doc, spec, registry)
+    return out + _mapping_problems(spec, mappings, registry)
+
+
+def _mapping_problems(spec: Obj, mappings: str, registry: str) -> list[tuple[str, str]]:
+    """An IDMS's or ITMS's {source, mirrors} list: repositories, every mirror on the registry."""
+    out: list[tuple[str, str]] = []
     entries = spec.get(mappings)
     if not isinstance(entries, list) or not entries:
-        return [*out, (f"spec.{mappings}", "no mappings")]
+        return [(f"spec.{mappings}", "no mappings")]
     for i, entry in enumerate(entries):
         where = f"spec.{mappings}[{i}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("source"), str):
@@ -111,7 +140,11 @@ def _problems(inv: Inventory, doc: Obj) -> list[tuple[str, str]]:
         problem = repository_problem(entry["source"])
         if problem:
             out.append((f"{where}.source", f"{entry['source'][:80]!r} {problem}"))
-        for j, mirror in enumerate(entry.get("mirrors") or []):
+        mirrors = entry.get("mirrors")
+        if not isinstance(mirrors, list) or not mirrors:
+            out.append((f"{where}.mirrors", "not a list of repositories"))
+            continue
+        for j, mirror in enumerate(mirrors):
             text = str(mirror)
             problem = repository_problem(text)
             if problem:
@@ -124,7 +157,8 @@ def _problems(inv: Inventory, doc: Obj) -> list[tuple[str, str]]:
 def _catalog_problems(inv: Inventory, doc: Obj, spec: Obj, registry: str) -> list[tuple[str, str]]:
     out = []
     namespace = settings(inv).catalog_sources.namespace
-    if (doc.get("metadata") or {}).get("namespace", namespace) != namespace:
+    meta = doc.get("metadata")
+    if isinstance(meta, dict) and meta.get("namespace", namespace) != namespace:
         out.append(("metadata.namespace", f"not {namespace} (gpu.catalog_sources.namespace)"))
     if spec.get("sourceType") != "grpc":
         out.append(("spec.sourceType", f"{spec.get('sourceType')!r}: a mirrored index is served as grpc"))
