@@ -257,3 +257,20 @@ def test_a_package_the_mirrored_catalog_lacks_fails(runner, tmp_path: Path, site
     assert nfd["verdict"] == "fail" and "no mirrored catalog serves the package" in nfd["got"]
     assert "CatalogSource cs-redhat-operator-index-v4-16" in nfd["fix"]
     assert rows["ImageStream openshift/driver-toolkit"]["verdict"] == "fail"
+
+
+def test_a_registry_that_never_answers_is_unreachable_within_the_timeout(runner, tmp_path: Path,
+                                                                        site: Site) -> None:
+    """A port that accepts and then says nothing (a hung proxy, a firewall): the check ends."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind((LOOPBACK, 0))
+        silent.listen(8)  # the kernel completes the handshake; nobody ever reads or writes
+        host = f"{LOOPBACK}:{silent.getsockname()[1]}"
+        path = _inventory(tmp_path, site.reg, host=host)
+        result = runner.invoke(app, ["check", "mirror", str(path), "--json", "--timeout", "0.5"])
+    assert result.exit_code == 1, result.output
+    rows = json.loads(result.stdout)["checks"]
+    assert {_state(r) for r in rows} == {"unreachable"}
+    assert all("timed out" in r["got"] or "no answer within" in r["got"] for r in rows), rows
