@@ -16,6 +16,7 @@ from conftest import inventory_path
 
 from upi.cli import app
 from upi.inventory import load_inventory
+from upi.inventory.gpu import settings
 from upi.inventory.mirror import catalog_source_name, catalogs
 
 REGISTRY_LINE = "  registry: mirror.lab.example.com:8443\n"
@@ -150,3 +151,22 @@ def test_schema_describes_the_mirror_section(runner) -> None:
     assert set(props) == {"registry", "catalogs", "cluster_resources"}
     assert all("description" in p for p in props.values())
     assert "pull secret" in props["registry"]["description"]
+
+
+def test_without_gpu_catalog_sources_upi_installs_from_the_mirrored_catalogs(runner, example_dir: Path,
+                                                                            tmp_path: Path) -> None:
+    path = example_dir / "disconnected.yaml"
+    text = path.read_text()
+    text = text[: text.index("gpu:\n")] + text[text.index("mirror:\n"):]  # no gpu: section at all
+    path.write_text(text + "  catalogs:\n"
+                    "    - catalog: 'registry.redhat.io/redhat/redhat-operator-index:v4.16'\n"
+                    "      name: rh-mirror\n"
+                    "    - catalog: 'registry.redhat.io/redhat/certified-operator-index:v4.16'\n")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["render", str(path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    nfd = (out / "gpu" / "12-nfd-subscription.yaml").read_text()
+    assert "source: rh-mirror\n" in nfd
+    inv = load_inventory(path)
+    sources = settings(inv).catalog_sources
+    assert (sources.nfd, sources.gpu_operator) == ("rh-mirror", "cs-certified-operator-index-v4-16")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from upi.inventory.gpu import K8sName
+from upi.inventory.gpu import CatalogSources, K8sName
 
 if TYPE_CHECKING:
     from upi.inventory.model import Inventory
@@ -117,6 +117,16 @@ def index_of(inv: Inventory, index: str) -> tuple[int, str, str] | None:
         if parse_image(image).name == index:
             return i, image, name
     return None
+
+
+def mirrored_catalog_sources(inv: Inventory, given: CatalogSources) -> CatalogSources:
+    """gpu.catalog_sources with each name the inventory leaves out taken from the mirrored catalogs."""
+    names = {}
+    for key, index in (("nfd", REDHAT_INDEX), ("gpu_operator", CERTIFIED_INDEX)):
+        found = index_of(inv, index)
+        if found is not None and key not in given.model_fields_set:
+            names[key] = found[2]
+    return given.model_copy(update=names) if names else given
 
 
 def mirror_rules(inv: Inventory) -> Iterator[Finding]:
