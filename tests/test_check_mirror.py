@@ -67,6 +67,22 @@ def test_all_present_exits_0_with_a_row_per_image(runner, tmp_path: Path, site: 
     assert rows["quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64"]["expected"] == \
         f"{host}/openshift/release-images:4.16.3-x86_64"
     assert rows[validation]["expected"] == f"{host}/{VALIDATION_REPO}@{site.digest}"
+    assert {k: r["verdict"] for k, r in rows.items()} == {
+        "quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64": "pass",  # the installer pulls it by digest
+        "registry.redhat.io/openshift4/ose-node-feature-discovery-rhel9:v4.16": "warn",  # by tag
+        validation: "pass",  # by digest
+    }
+
+
+def test_with_oc_mirrors_resources_named_a_tag_pull_is_no_warning(runner, tmp_path: Path, site: Site) -> None:
+    path = _inventory(tmp_path, site.reg, validation=f"nvcr.io/{VALIDATION_REPO}@{site.digest}")
+    (tmp_path / "cluster-resources").mkdir()
+    text = path.read_text().replace(f"  registry: {site.reg.host}\n",
+                                    f"  registry: {site.reg.host}\n  cluster_resources: cluster-resources\n")
+    path.write_text(text)
+    code, rows, _ = _rows(runner, path)
+    assert code == 0
+    assert {r["verdict"] for r in rows.values()} == {"pass"}
 
 
 def test_the_table_names_source_mirror_and_state(runner, tmp_path: Path, site: Site) -> None:
@@ -74,7 +90,9 @@ def test_the_table_names_source_mirror_and_state(runner, tmp_path: Path, site: S
     path = _inventory(tmp_path, site.reg, validation=validation)
     result = runner.invoke(app, ["check", "mirror", str(path)])
     assert result.exit_code == 0, result.output
-    assert "3 checks: 3 passed, 0 warnings, 0 failed" in result.output
+    # The NFD operand is pulled by tag: found, but only an ImageTagMirrorSet sends the cluster there.
+    assert "3 checks: 2 passed, 1 warning, 0 failed" in result.output
+    assert "warn: NFD operand (spec.operand.image of nfd-instance) is pulled by tag" in result.output
     assert f"{site.reg.host}/openshift4/ose-node-feature-discovery-rhel9:v4.16" in result.output
 
 
@@ -274,3 +292,28 @@ def test_a_registry_that_never_answers_is_unreachable_within_the_timeout(runner,
     rows = json.loads(result.stdout)["checks"]
     assert {_state(r) for r in rows} == {"unreachable"}
     assert all("timed out" in r["got"] or "no answer within" in r["got"] for r in rows), rows
+
+
+def test_a_plain_http_token_realm_gets_no_credentials(runner, tmp_path: Path, site: Site) -> None:
+    """A registry whose Bearer challenge names an http:// realm: nothing is sent there."""
+    import socket
+
+    from tokenserver import TokenServer
+
+    with socket.socket() as listener:
+        listener.bind((LOOPBACK, 0))
+        listener.listen(8)
+        listener.settimeout(0.2)
+        realm = f"http://{LOOPBACK}:{listener.getsockname()[1]}/token"
+        fake_realm = TokenServer(realm, make_ca("unused signer"))
+        with registry(tmp_path / "http-realm", site.reg.ca, storage=site.storage, token=fake_realm) as reg:
+            code, rows, output = _rows(runner, _inventory(tmp_path, reg, password="realm-must-not-see"))
+        try:
+            listener.accept()[0].close()
+            contacted = True
+        except TimeoutError:
+            contacted = False
+    assert code == 1
+    assert not contacted
+    assert all("is not https://: no credentials sent" in r["got"] for r in rows.values()), rows
+    assert "realm-must-not-see" not in output

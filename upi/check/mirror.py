@@ -109,8 +109,27 @@ def check_mirror(inv: Inventory, *, timeout: float = 10.0, kube: Kube | None = N
             rows.append(CheckResult(AREA, item.image[:120], "an image reference", f"unknown: {exc}",
                                     "fail", f"{item.why}: not an image reference"))
             continue
-        rows.append(_row(item, source, mirrored(source, mapping), registries))
+        row = _row(item, source, mirrored(source, mapping), registries)
+        rows.append(_by_tag(inv, item, source, row))
     return rows
+
+
+def _by_tag(inv: Inventory, needed: Needed, source: ImageRef, row: CheckResult) -> CheckResult:
+    """A found image the cluster pulls by tag: imageDigestSources do not redirect tag pulls.
+
+    Only an ImageTagMirrorSet does (OpenShift docs, "Configuring image registry
+    repository mirroring"); oc-mirror writes one, which upi gpu applies when
+    mirror.cluster_resources names its directory. The release is pulled by
+    digest (the installer pins it), so its tag is only how it is looked up here.
+    """
+    assert inv.mirror is not None  # noqa: S101 - check_mirror checked
+    if row.verdict != "pass" or source.digest or needed.image == release_image(inv) \
+            or inv.mirror.cluster_resources:
+        return row
+    return CheckResult(row.area, row.check, row.expected, row.got, "warn",
+                       f"{needed.why} is pulled by tag, which the cluster redirects to the mirror only "
+                       "through an ImageTagMirrorSet: set mirror.cluster_resources (upi gpu applies "
+                       "oc-mirror's itms-oc-mirror.yaml) or oc apply it yourself")
 
 
 def run_check_mirror(inventory: Path, *, timeout: float, kubeconfig: Path | None = None,
