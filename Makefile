@@ -45,10 +45,11 @@ TEST_PACKAGES := \
 	netbase \
 	shellcheck \
 	network-manager \
+	docker-registry \
 	$(KUBECTL_PACKAGE)
 APT_PACKAGES := $(VENV_PACKAGES) $(BUILD_PACKAGES) $(TEST_PACKAGES)
 APT_PROGRAMS := dnsmasq haproxy sshd virt-install qemu-system-x86_64 grub-mkimage dig busybox ip nginx \
-	firewall-offline-cmd kubectl shellcheck
+	firewall-offline-cmd kubectl shellcheck docker-registry
 # The PXE tests also `apt-get download` a Debian kernel (not installed) and
 # cache it under $${XDG_CACHE_HOME:-~/.cache}/upi-test (tests/pxe_harness.py).
 PXE_FILES := /usr/lib/PXELINUX/pxelinux.0 /usr/lib/syslinux/modules/bios/ldlinux.c32 \

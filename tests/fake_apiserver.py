@@ -88,6 +88,9 @@ KINDS = [
     Kind("packages.operators.coreos.com", "v1", "PackageManifest", "packagemanifests", True),
     Kind("nfd.openshift.io", "v1", "NodeFeatureDiscovery", "nodefeaturediscoveries", True),
     Kind("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies", False),
+    Kind("config.openshift.io", "v1", "ImageDigestMirrorSet", "imagedigestmirrorsets", False),
+    Kind("config.openshift.io", "v1", "ImageTagMirrorSet", "imagetagmirrorsets", False),
+    Kind("config.openshift.io", "v1", "OperatorHub", "operatorhubs", False),
 ]
 _BY_PATH = {(k.group, k.version, k.plural): k for k in KINDS}
 _BY_API = {(k.api_version, k.kind): k for k in KINDS}

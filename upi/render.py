@@ -14,6 +14,7 @@ from upi.facts.installconfig import install_config
 from upi.gpu.objects import render_files as gpu_files
 from upi.inventory.model import Firmware, Inventory
 from upi.inventory.segments import segments
+from upi.mirror.imageset import render_files as mirror_files
 from upi.selfpath import upi_command
 from upi.templating import render_each, render_template
 
@@ -236,6 +237,7 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
         *_vms(inv),
         *_csr(inv),
         *(_file(path, text) for path, text in gpu_files(inv)),
+        *(_file(path, text) for path, text in mirror_files(inv)),
         *extra,
     ]
     return [*files, manifest(files, inv, bootstrap_retired=retire_bootstrap, images=images)]

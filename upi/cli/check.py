@@ -243,3 +243,36 @@ def check_all(
            retries=retries)
 
 
+@check_app.command(
+    "mirror",
+    epilog="\b\nExamples:\n  upi check mirror inventories/disconnected.yaml\n"
+    "  upi check mirror inventories/disconnected.yaml --json --timeout 30\n"
+    "  upi check mirror inventories/disconnected.yaml --dir assets/disconnected   # installed cluster",
+)
+def check_mirror(
+    inventory: InventoryArg,
+    kubeconfig: Annotated[Path | None, typer.Option(
+        "--kubeconfig", metavar="FILE", show_default=False,
+        help="An installed cluster: also its operators' relatedImages and driver-toolkit image "
+        "(default: before install, no cluster).")] = None,
+    assets: Annotated[Path | None, typer.Option(
+        "--dir", metavar="ASSETS", show_default=False,
+        help="openshift-install's assets directory, for its auth/kubeconfig (default: none, "
+        "see --kubeconfig).")] = None,
+    as_json: JsonOpt = False,
+    timeout: Annotated[float, _timeout(10.0)] = 10.0,
+) -> None:
+    """Ask the mirror registry for every image the install pulls (docs/disconnected.md).
+
+    The release image and upi's own images, each where cluster.mirrors maps it; HEAD of its
+    manifest with the pull secret's credentials, TLS verified with the trust bundle. Exit 1
+    when one is missing, unauthorised or unreachable.
+    """
+    from upi.check.mirror import run_check_mirror
+    from upi.check.report import show
+    from upi.errors import CheckFailed
+
+    report = run_check_mirror(inventory, timeout=timeout, kubeconfig=kubeconfig, assets=assets)
+    show(report, as_json=as_json)
+    if report.failed:
+        raise CheckFailed(f"{report.failed} of {len(report.results)} images are not in the mirror")

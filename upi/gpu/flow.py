@@ -126,6 +126,10 @@ def _run(
 ) -> None:
     if not any(n.gpu for n in inv.nodes):
         raise GpuFailed(Diagnosis("pre-flight", "inventory", "no node is marked gpu: true"))
+    if inv.mirror is not None:  # disconnected: oc-mirror's resources, then the mirror holds every image
+        from upi.mirror.day2 import prepare
+
+        prepare(inv, kube, clock, reporter, dry_run=report.dry_run)
     reporter.stage("pre-flight", "started")
     report.checks = preflight(kube, inv)
     for check in report.checks:

@@ -41,6 +41,10 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("packages.operators.coreos.com/v1", "PackageManifest"): ("packagemanifests", True),
     ("nfd.openshift.io/v1", "NodeFeatureDiscovery"): ("nodefeaturediscoveries", True),
     ("nvidia.com/v1", "ClusterPolicy"): ("clusterpolicies", False),
+    # A disconnected cluster (upi.mirror.day2): oc-mirror's mirror sets, the default sources switch.
+    ("config.openshift.io/v1", "ImageDigestMirrorSet"): ("imagedigestmirrorsets", False),
+    ("config.openshift.io/v1", "ImageTagMirrorSet"): ("imagetagmirrorsets", False),
+    ("config.openshift.io/v1", "OperatorHub"): ("operatorhubs", False),
 }
 
 

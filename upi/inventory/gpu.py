@@ -113,8 +113,17 @@ DEFAULT = GpuSettings()
 
 
 def settings(inv: Inventory) -> GpuSettings:
-    """The inventory's `gpu:` section, or every default."""
-    return inv.gpu or DEFAULT
+    """The inventory's `gpu:` section, or every default.
+
+    With `mirror:`, a catalog source the section does not name is the mirrored
+    catalog's (the default sources are off on a disconnected cluster).
+    """
+    gpu = inv.gpu or DEFAULT
+    if inv.mirror is None:
+        return gpu
+    from upi.inventory.mirror import mirrored_catalog_sources
+
+    return gpu.model_copy(update={"catalog_sources": mirrored_catalog_sources(inv, gpu.catalog_sources)})
 
 
 def gpu_rules(inv: Inventory) -> Iterator[Finding]:

@@ -14,6 +14,7 @@ from upi.inventory.installer_rules import (
     installer_warnings,
     masquerade_overlap,
 )
+from upi.inventory.mirror import mirror_files, mirror_rules
 from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Role
 from upi.inventory.netrules import network_rules, network_warnings
 from upi.inventory.pullsecret import MAX_PULL_SECRET, pull_secret_problems
@@ -46,7 +47,8 @@ def check_rules(inv: Inventory, *, check_files: bool = True) -> list[Finding]:
     """Every cross-field problem of a parsed inventory (empty when valid)."""
     findings: list[Finding] = []
     for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines, _bmcs,
-                 gpu_rules, safety_rules, sanity_rules, installer_rules, network_rules):
+                 gpu_rules, safety_rules, sanity_rules, installer_rules, network_rules,
+                 mirror_rules):
         findings.extend(rule(inv))
     if check_files:
         findings.extend(_files(inv))
@@ -256,6 +258,7 @@ def _files(inv: Inventory) -> Iterator[Finding]:
             yield from trust_bundle(inv, text)
     yield from bmc_files(inv)
     yield from _ssh_files(inv)
+    yield from mirror_files(inv)
 
 
 def _ssh_files(inv: Inventory) -> Iterator[Finding]:

@@ -28,6 +28,17 @@ DESCRIPTIONS = {
     "Inventory.nodes": "Every machine: exactly one bootstrap, 3 masters, any number of workers.",
     "Inventory.gpu": "GPU day 2 (upi gpu): NFD and the NVIDIA GPU Operator through OLM.",
     "Inventory.csr_approver": "The rendered CSR approver units (csr/) on the host that runs them.",
+    "Inventory.mirror": "The mirror registry of a disconnected site (oc-mirror v2; docs/disconnected.md).",
+    "MirrorSettings.registry": "The mirror registry, host[:port]; it must serve cluster.mirrors. Credentials "
+                               "from the pull secret, CA from cluster.additional_trust_bundle_file.",
+    "MirrorSettings.catalogs": "Operator indexes mirrored (default: the Red Hat and certified indexes "
+                               "of the release).",
+    "MirrorSettings.cluster_resources": "oc-mirror's generated cluster-resources directory "
+                                        "(relative to the inventory).",
+    "MirroredCatalog.catalog": "The source index image "
+                               "(registry.redhat.io/redhat/redhat-operator-index:v4.16).",
+    "MirroredCatalog.name": "Its CatalogSource name on the cluster (default: oc-mirror's, "
+                            "cs-redhat-operator-index-v4-16).",
     "CsrApprover.upi": "The upi the units and crontab run (default: the upi that rendered them).",
     "Cluster.name": "Cluster name; the DNS domain is <name>.<base_domain>.",
     "Cluster.base_domain": "Base DNS domain of the cluster.",
