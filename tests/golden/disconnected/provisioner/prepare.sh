@@ -63,6 +63,10 @@ fi
 #    the document root (provisioner.http_root); httpd.conf's own Listen lines are commented out,
 #    so httpd takes no other port (HAProxy needs 80 and 443 where it runs on this host).
 http_root=/var/www/html
+# http_base_url's path, if it has one: the same files are served below it too (an Alias).
+http_path=''
+alias=""
+[ -z "$http_path" ] || alias="    Alias \"$http_path\" \"$http_root\""
 drop_in="$root"/etc/httpd/conf.d/upi.conf
 main_conf="$root"/etc/httpd/conf/httpd.conf
 httpd_changed=0
@@ -72,6 +76,7 @@ want=$(cat <<EOF
 Listen $port
 <VirtualHost *:$port>
     DocumentRoot "$http_root"
+$alias
 </VirtualHost>
 <Directory "$http_root">
     Options None
