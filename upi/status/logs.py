@@ -78,24 +78,40 @@ def dnsmasq_events(lines: Iterable[str], now: datetime) -> Iterator[Event]:
     Its stamps are local time, as is `now` (an aware datetime in the local zone).
     """
     for line in lines:
-        m = _DNSMASQ.match(line)
-        if not m or m.group(1) not in _MONTHS:
-            continue
-        stamp = _year_stamp(_MONTHS[m.group(1)], int(m.group(2)),
-                            (int(m.group(3)), int(m.group(4)), int(m.group(5))), now)
-        if stamp is None:
-            continue
-        text = m.group(7)
-        if m.group(6) == "dnsmasq-dhcp":
-            if ack := _ACK.match(text):
-                yield Event(stamp, "dhcp", ip=ack.group(1), mac=ack.group(2))
-            elif disc := _DISCOVER.match(text):
-                refused = "no address available" in disc.group(2)
-                yield Event(stamp, "dhcp-refused" if refused else "dhcp-discover", mac=disc.group(1))
-        elif sent := _SENT.match(text):
-            yield Event(stamp, "tftp", ip=sent.group(2), path=sent.group(1))
-        elif missing := _MISSING.match(text):
-            yield Event(stamp, "tftp-missing", ip=missing.group(2), path=missing.group(1))
+        if (ev := dnsmasq_event(line, now)) is not None:
+            yield ev
+
+
+def dnsmasq_event(line: str, now: datetime,
+                  stamps: dict[tuple[str, ...], datetime | None] | None = None) -> Event | None:
+    """The event one line of dnsmasq's log tells, if any (dnsmasq_events).
+
+    `stamps`: the times of stamps read before with this `now` (a cache, filled here).
+    """
+    m = _DNSMASQ.match(line)
+    if not m or m.group(1) not in _MONTHS:
+        return None
+    key = m.group(1, 2, 3, 4, 5)
+    if stamps is None or key not in stamps:
+        stamp = _year_stamp(_MONTHS[key[0]], int(key[1]), (int(key[2]), int(key[3]), int(key[4])), now)
+        if stamps is not None:
+            stamps[key] = stamp
+    else:
+        stamp = stamps[key]
+    if stamp is None:
+        return None
+    text = m.group(7)
+    if m.group(6) == "dnsmasq-dhcp":
+        if ack := _ACK.match(text):
+            return Event(stamp, "dhcp", ip=ack.group(1), mac=ack.group(2))
+        if disc := _DISCOVER.match(text):
+            refused = "no address available" in disc.group(2)
+            return Event(stamp, "dhcp-refused" if refused else "dhcp-discover", mac=disc.group(1))
+    elif sent := _SENT.match(text):
+        return Event(stamp, "tftp", ip=sent.group(2), path=sent.group(1))
+    elif missing := _MISSING.match(text):
+        return Event(stamp, "tftp-missing", ip=missing.group(2), path=missing.group(1))
+    return None
 
 
 def access_events(lines: Iterable[str]) -> Iterator[Event]:
