@@ -30,13 +30,17 @@ from typing import Literal
 
 from upi.inventory.model import Inventory
 from upi.remote.base import Mark, Transport
-from upi.status.logs import MAX_READ, Event, access_events, dnsmasq_event
+from upi.status.logs import MAX_READ, MONTHS, Event, access_events, dhcp_fields, dnsmasq_event, stamp_of
 from upi.status.stages import http_files, machine_ip
 
 Kind = Literal["dnsmasq", "access"]
-# The lines of dnsmasq's log that hold an event (logs.dnsmasq_events): one literal each, so the
-# search runs at memchr speed; the matches are then parsed whole.
-_DNSMASQ_HINTS = tuple(re.compile(re.escape(s)) for s in (b"DHCPACK(", b"DHCPDISCOVER(", b"dnsmasq-tftp["))
+# The lines of dnsmasq's log that hold an event (logs.dnsmasq_events), found by a literal each
+# (the search runs at memchr speed): a DHCP acknowledgement or discover, any TFTP line.
+_DHCP_HINT = re.compile(rb"DHCP(?:ACK|DISCOVER)\(")
+_TFTP_HINT = re.compile(re.escape(b"dnsmasq-tftp["))
+# What precedes the DHCP text on dnsmasq's line (logs._DNSMASQ up to its text, then the xid):
+# such a line's event is that of its text, which repeats (renewals): parsed once per text.
+_DHCP_HEAD = re.compile(rb"([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d) dnsmasq-dhcp\[\d+\]: (?:\d+ )?")
 # Bytes that str.splitlines() also breaks lines at, or that decode to one (any non-ASCII byte):
 # a chunk holding one is parsed line by line, exactly as before.
 _ODD_BREAKS = (b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e")
@@ -74,6 +78,7 @@ class Digest:
         self._ours: dict[str, bool] = {}
         self._seen: dict[tuple[object, ...], datetime] = {}
         self._strangers: set[tuple[str, str]] = set()
+        self._texts: dict[bytes, tuple[str, str | None, str] | None] = {}  # a DHCP line's text, read
         self._lead = re.compile(rb"\n(?:::ffff:)?" + net_prefix(inv.network.machine_cidr))
         self._names = tuple(re.compile(re.escape(n.encode())) for n in (".ign", *self._files))
 
@@ -88,9 +93,12 @@ class Digest:
         return known
 
     def wanted(self, ev: Event) -> bool:
-        """Whether build_rows can use `ev` at all (a node's, a stranger's, a stage file's size)."""
+        """Whether build_rows can use `ev` at all (a node's, a stranger's, a stage file's size).
+
+        A node's DHCP discover tells nothing (its lease does).
+        """
         if ev.mac:
-            return True
+            return ev.kind == "dhcp" or ev.mac.lower() not in self._macs
         if (ev.ip or "") in self._ips:
             return ev.kind != "http" or self._stage_file(ev.path)
         return self._machine(ev.ip or "") or (ev.kind == "http" and self._stage_file(ev.path))
@@ -120,20 +128,69 @@ class Digest:
             self.events.append(ev)
 
     def dnsmasq(self, chunk: bytes, now: datetime) -> None:
-        """Add the events of complete lines of dnsmasq's log."""
-        starts: set[int] = set()
-        for hint in _DNSMASQ_HINTS:
-            starts.update(_line_start(chunk, m.start()) for m in hint.finditer(chunk))
+        """Add the events of complete lines of dnsmasq's log: its DHCP lines, then its TFTP lines.
+
+        In a plain chunk (ASCII, lines broken at newlines only) a DHCP line of
+        the usual shape is read from its stamp and its text (parsed once per
+        text); any other line with a hint is parsed whole (logs.dnsmasq_event).
+        The DHCP events (by MAC) and the TFTP ones (by IP) are apart in
+        build_rows: which comes first changes nothing.
+        """
+        plain = _plain(chunk)
         stamps: dict[tuple[str, ...], datetime | None] = {}
-        for start in sorted(starts):
-            end = chunk.find(b"\n", start)
-            for line in chunk[start:end if end >= 0 else len(chunk)].decode(errors="replace").splitlines():
-                if (ev := dnsmasq_event(line, now, stamps)) is not None:
-                    self.add(ev)
+        times: dict[tuple[bytes, ...], datetime | None] = {}  # the same, by the stamp's bytes
+        last = -1
+        for m in _DHCP_HINT.finditer(chunk):
+            at, end = m.start(), chunk.find(b"\n", m.start())
+            text, fields = chunk[at:end if end >= 0 else len(chunk)], None
+            if plain:
+                if text not in self._texts:
+                    self._texts[text] = dhcp_fields(text.decode())
+                fields = self._texts[text]
+                if fields is None or (fields[0] != "dhcp" and fields[2].lower() in self._macs):
+                    continue  # nothing, or a node's discover: nothing build_rows uses, whatever its head
+            start = _line_start(chunk, at)
+            if start == last:
+                continue  # a second hint on the line: the line was read
+            last = start
+            head = _DHCP_HEAD.fullmatch(chunk, start, at) if plain else None
+            if head is None or fields is None:
+                self._lines(chunk, start, now, stamps)
+                continue
+            raw = head.group(1, 2, 3, 4, 5)
+            if raw in times:
+                stamp = times[raw]
+            else:
+                parts = tuple(p.decode() for p in raw)
+                stamp = times[raw] = stamp_of(parts, now, stamps) if parts[0] in MONTHS else None
+            if stamp is not None and not self._known(fields, stamp):
+                self.add(Event(stamp, fields[0], ip=fields[1], mac=fields[2]))
+        last = -1
+        for m in _TFTP_HINT.finditer(chunk):
+            start = _line_start(chunk, m.start())
+            if start != last:
+                self._lines(chunk, start, now, stamps)
+                last = start
+
+    def _lines(self, chunk: bytes, start: int, now: datetime,
+               stamps: dict[tuple[str, ...], datetime | None]) -> None:
+        """Add the events of the line of dnsmasq's log at `start`, parsed whole."""
+        end = chunk.find(b"\n", start)
+        for line in chunk[start:end if end >= 0 else len(chunk)].decode(errors="replace").splitlines():
+            if (ev := dnsmasq_event(line, now, stamps)) is not None:
+                self.add(ev)
+
+    def _known(self, fields: tuple[str, str | None, str], stamp: datetime) -> bool:
+        """Whether a DHCP event with these fields at `stamp` would be dropped by add (cheaply)."""
+        kind, ip, mac = fields
+        if mac.lower() not in self._macs:
+            return ("mac", mac.lower()) in self._strangers
+        old = self._seen.get((kind, ip, mac, None, None, None, None))
+        return old is not None and stamp >= old
 
     def access(self, chunk: bytes) -> None:
         """Add the events of complete lines of an access log."""
-        if not chunk.isascii() or any(b in chunk for b in _ODD_BREAKS):
+        if not _plain(chunk):
             for ev in access_events(chunk.decode(errors="replace").splitlines()):
                 self.add(ev)
             return
@@ -146,6 +203,11 @@ class Digest:
             for ev in access_events(chunk[start:end if end >= 0 else len(chunk)].decode(errors="replace")
                                     .splitlines()):
                 self.add(ev)
+
+
+def _plain(chunk: bytes) -> bool:
+    """ASCII, broken into lines at newlines only: what str.splitlines() would split it at too."""
+    return chunk.isascii() and not any(b in chunk for b in _ODD_BREAKS)
 
 
 def _line_start(chunk: bytes, at: int) -> int:
