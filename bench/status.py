@@ -52,7 +52,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(HERE), str(ROOT / "tests")]
+sys.path[:0] = [str(HERE), str(ROOT), str(ROOT / "tests")]  # this tree's upi, not an installed one
 
 import _statuslogs as logs  # noqa: E402 - bench/ is no package
 

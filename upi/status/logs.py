@@ -14,11 +14,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from upi.remote.base import Transport
-
 # How a server listening on IPv6 for IPv4 too (nginx `listen [::]:80 ipv6only=off`) logs an IPv4 client.
 MAPPED = "::ffff:"
-# A log is read from its end: an install's events are recent; a site's log may be large.
+# A log is first read from its end (status.follow): an install's events are recent; a site's log may be large.
 MAX_READ = 64 << 20
 
 MONTHS = {m: i for i, m in enumerate(
@@ -53,11 +51,6 @@ class Event:
     status: int | None = None
     method: str | None = None
     size: int | None = None
-
-
-def read_tail(transport: Transport, path: str, limit: int = MAX_READ) -> str:
-    """The last `limit` bytes of a log (from a line start), here or on the host, decoded leniently."""
-    return transport.read_tail(path, limit).decode(errors="replace")
 
 
 def _year_stamp(month: int, day: int, hms: tuple[int, int, int], now: datetime) -> datetime | None:
