@@ -89,6 +89,9 @@ def main() -> int:
     parser.add_argument("--nodes", default="16,128", help="DGX counts (16,128)")
     args = parser.parse_args()
     sizes = [int(n) for n in args.nodes.split(",")]
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load}")
     results = {}
     for dgx in sizes:
         work = Path(tempfile.mkdtemp(prefix="upi-bench-gpu-"))
