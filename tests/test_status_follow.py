@@ -175,6 +175,24 @@ def test_more_appended_than_the_limit_reads_the_last_limit_and_keeps_what_was_le
     assert follower.mark is not None and follower.mark.offset == log.stat().st_size
 
 
+def test_a_line_longer_than_the_limit_is_dropped_not_kept_across_looks(tmp_path: Path) -> None:
+    """A log that grows without newlines (garbage) costs no more memory look after look."""
+    inv = load_inventory(inventory_path("dgxpod"), check_files=False)
+    log = tmp_path / "dnsmasq.log"
+    log.write_text(_ack(W0_MAC, W0_IP, "worker-0"))
+    follower = Follower(inv, "dnsmasq", str(log), limit=4096)
+    now = datetime.now().astimezone()
+    for _ in range(5):
+        with log.open("a") as fh:
+            fh.write("x" * 3000)
+        assert [e.mac for e in follower.look(LocalTransport(), now)] == [W0_MAC]
+        assert len(follower.pending) <= 4096
+    with log.open("a") as fh:  # the end of the garbage line, then a real one
+        fh.write("y" * 100 + _ack(W0_MAC, W0_IP, "worker-0").replace("DHCPACK", "DHCPNAK") + "\n"
+                 + _ack(W1_MAC, W1_IP, "worker-1"))
+    assert [e.mac for e in follower.look(LocalTransport(), now)] == [W0_MAC, W1_MAC]
+
+
 # --- over SSH: a relay in front of a real sshd counts what crosses the connection ------------
 
 

@@ -223,6 +223,7 @@ class Follower:
         self.inv, self.kind, self.path, self.limit = inv, kind, path, limit
         self.mark: Mark | None = None
         self.pending = b""  # the last line, not complete yet
+        self.skipping = False  # within a line cut at its start, or longer than `limit`: dropped
         self.digest = Digest(inv)
 
     def look(self, where: Transport, now: datetime) -> list[Event]:
@@ -234,7 +235,7 @@ class Follower:
         try:
             self._read(where, now)
         except BaseException:
-            self.mark, self.pending, self.digest = None, b"", Digest(self.inv)
+            self.mark, self.pending, self.skipping, self.digest = None, b"", False, Digest(self.inv)
             raise
         tail = Digest(self.inv)
         self._feed(tail, self.pending, now)
@@ -242,26 +243,27 @@ class Follower:
 
     def _read(self, where: Transport, now: datetime) -> None:
         with where.open_log(self.path, self.mark, self.limit) as (span, chunks):
-            skip = False
             if not span.follows(self.mark):
                 mark = self.mark
                 gap = mark is not None and span.ident == mark.ident and span.start > mark.offset
                 if not gap:  # first look, rotated, truncated: start over
                     self.digest = Digest(self.inv)
-                self.pending, skip = b"", span.start > 0  # the first line is cut
+                self.pending, self.skipping = b"", span.start > 0  # the first line is cut
             received = 0
             for chunk in chunks:
                 received += len(chunk)
                 data = self.pending + chunk
-                if skip:
+                if self.skipping:
                     cut = data.find(b"\n")
                     if cut < 0:
                         self.pending = b""
                         continue
-                    data, skip = data[cut + 1:], False
+                    data, self.skipping = data[cut + 1:], False
                 cut = data.rfind(b"\n") + 1
                 self._feed(self.digest, data[:cut], now)
                 self.pending = data[cut:]
+                if len(self.pending) > self.limit:  # no line is that long: garbage, not kept
+                    self.pending, self.skipping = b"", True
             self.mark = Mark(span.ident, span.start + received)
 
     def _feed(self, digest: Digest, data: bytes, now: datetime) -> None:
