@@ -266,6 +266,12 @@ def test_over_ssh_only_the_appended_bytes_cross_the_connection(example_dir: Path
             log.unlink()
             snap = looker.look()
             assert snap.unread == [f"{looker.provisioner.name}:{log}: No such file"]
+            log.mkdir()  # as the SFTP read said it
+            snap = looker.look()
+            assert snap.unread == [f"{looker.provisioner.name}:{log}: a directory, not a regular file"]
+            log.rmdir()
+            log.write_text(_ack(W1_MAC, W1_IP, "worker-1"))  # back: read anew
+            assert _stage(looker, "worker-1") and not _stage(looker, "worker-0")
     finally:
         relay.close()
 

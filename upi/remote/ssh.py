@@ -296,10 +296,12 @@ class SshTransport:
                 break
             head += data
         if not head.endswith(b"\n"):
-            rc = chan.recv_exit_status()
+            # A host that says no header may still not exit: the status is waited for as long
+            # as a silence may last, and its stderr read up to 4 KiB.
+            rc = chan.recv_exit_status() if chan.status_event.wait(self.command_timeout) else -1
             err = b""
-            while data := chan.recv_stderr(4096):
-                err += data[:4096 - len(err)]
+            while len(err) < 4096 and (data := chan.recv_stderr(4096 - len(err))):
+                err += data
             raise _log_error(path, rc, err)
         try:
             ident, size, begin = head.decode(errors="replace").split()
