@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -43,12 +45,57 @@ class Transport(Protocol):
         """
         ...
 
+    def open_log(self, path: str, since: Mark | None,
+                 limit: int) -> AbstractContextManager[tuple[Span, Iterator[bytes]]]:
+        """A log's bytes appended since `since`, or its last `limit` bytes: the span read, and its chunks.
+
+        With `since` naming this file (same identity, not shorter than the
+        offset) the read starts at the offset; otherwise (rotated, truncated,
+        first look) at the start. Never more than `limit` bytes: when more
+        were written, only the last `limit`. The read ends at the size the
+        file had when opened. A missing or unreadable file is an OSError, as
+        read_tail.
+        """
+        ...
+
     def close(self) -> None:
         """Release the connection (a no-op locally)."""
         ...
 
 
 CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Where the reading of a log stopped: the file's identity (`device:inode`) and the offset."""
+
+    ident: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class Span:
+    """Which bytes of which file a read of a log returns: [start, end) of the file `ident`."""
+
+    ident: str
+    start: int
+    end: int
+
+    def follows(self, since: Mark | None) -> bool:
+        """Whether these bytes come right after `since` (else the reader starts over)."""
+        return since is not None and since.ident == self.ident and since.offset == self.start
+
+    @property
+    def mark(self) -> Mark:
+        """Where the next read goes on from."""
+        return Mark(self.ident, self.end)
+
+
+def span_of(ident: str, size: int, since: Mark | None, limit: int) -> Span:
+    """What to read of a file of `size`: from the mark if it is this file's; the last `limit` at most."""
+    start = since.offset if since is not None and since.ident == ident and since.offset <= size else 0
+    return Span(ident, max(start, size - limit), size)
 
 
 class Source(Protocol):

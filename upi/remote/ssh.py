@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import select
 import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 import paramiko
 
-from upi.remote.base import SBIN_DIRS, Content, copy_into, refuse_irregular, tail_of
+from upi.remote.base import CHUNK, SBIN_DIRS, Content, Mark, Span, copy_into, refuse_irregular, tail_of
 from upi.remote.errors import HostKeyError, RemoteError
 from upi.remote.hostkeys import RefuseUnknown, changed_key, load_known_hosts, revoked_key
 from upi.runner import Result
@@ -87,6 +88,43 @@ def _collect(chan: paramiko.Channel, timeout: float,
                 raise _Timeout
             # The channel's fd wakes on stdout data and close; stderr is polled.
             select.select([chan], [], [], min(remaining, 0.05))
+
+
+# A log's new bytes, read on the host: SFTP tells no inode, so the file is opened once as
+# stdin, its identity and size taken from that open file (stat -L /dev/stdin), and only the
+# bytes from the mark to that size are sent (tail -c +N seeks, head -c stops). Exit 10-12:
+# missing, not a regular file (its mode on stderr), unreadable. Arguments: PATH IDENT OFFSET LIMIT.
+LOG_READ = r"""
+[ -e "$1" ] || exit 10
+[ -f "$1" ] || { stat -L -c %f -- "$1" >&2; exit 11; }
+[ -r "$1" ] || exit 12
+want=$2 off=$3 lim=$4
+send() {
+  set -- $(stat -L -c '%d:%i %s' /dev/stdin) || exit 13
+  start=0
+  if [ "$1" = "$want" ] && [ "$off" -le "$2" ]; then start=$off; fi
+  if [ $(($2 - start)) -gt "$lim" ]; then start=$(($2 - lim)); fi
+  echo "$1 $2 $start"
+  tail -c +$((start + 1)) | head -c $(($2 - start))
+}
+send < "$1"
+"""
+HEADER_MAX = 128  # "device:inode size start\n"
+
+
+def _log_error(path: str, rc: int, err: bytes) -> OSError:
+    """The OSError a local read would raise, from LOG_READ's exit status and output."""
+    if rc == 10:
+        return FileNotFoundError(errno.ENOENT, "No such file", path)
+    if rc == 11:
+        try:
+            refuse_irregular(path, int(err.split()[0], 16))
+        except (OSError, ValueError, IndexError) as exc:
+            return exc if isinstance(exc, OSError) else OSError(errno.EINVAL, "not a regular file", path)
+    if rc == 12 or b"Permission denied" in err:
+        return PermissionError(errno.EACCES, "Permission denied", path)
+    why = err.decode(errors="replace").strip().splitlines()
+    return OSError(errno.EIO, (why[-1] if why else f"exit {rc}")[:200], path)
 
 
 class SshTransport:
@@ -216,6 +254,69 @@ class SshTransport:
                 return tail_of(fh, fh.stat().st_size or 0, limit)
 
         return self._retrying(f"read of {path}", op)
+
+    @contextlib.contextmanager
+    def open_log(self, path: str, since: Mark | None, limit: int) -> Iterator[tuple[Span, Iterator[bytes]]]:
+        """The new bytes of a log on the host (Transport.open_log): only they cross the link.
+
+        One command (LOG_READ) opens the file, says its identity and size,
+        and sends the bytes from the mark (or the last `limit`); a silence of
+        command_timeout is a RemoteError, as is a link that drops mid-way.
+        """
+        argv = ["sh", "-c", LOG_READ, "upi-log", path, since.ident if since else "-",
+                str(since.offset if since else 0), str(limit)]
+
+        def start(client: paramiko.SSHClient) -> paramiko.Channel:
+            transport = client.get_transport()
+            if transport is None or not transport.is_active():
+                raise EOFError("connection closed")
+            chan = transport.open_session(timeout=self.connect_timeout)
+            chan.settimeout(self.command_timeout)
+            chan.exec_command(remote_command(argv))
+            return chan
+
+        chan = self._retrying(f"read of {path}", start)
+        try:
+            head = self._log_header(chan, path)
+            span = Span(head[0], head[2], head[1])
+            yield span, self._log_chunks(chan, path, span.end - span.start)
+        except (OSError, *DROPPED) as exc:
+            if isinstance(exc, OSError) and exc.filename == path:
+                raise
+            raise RemoteError(f"{self.name}: read of {path} failed: {exc or type(exc).__name__}") from None
+        finally:
+            chan.close()
+
+    def _log_header(self, chan: paramiko.Channel, path: str) -> tuple[str, int, int]:
+        """LOG_READ's first line (identity, size, start), or the OSError its exit status means."""
+        head = b""
+        while b"\n" not in head and len(head) < HEADER_MAX:
+            data = chan.recv(1)
+            if not data:
+                break
+            head += data
+        if not head.endswith(b"\n"):
+            # A host that says no header may still not exit: the status is waited for as long
+            # as a silence may last, and its stderr read up to 4 KiB.
+            rc = chan.recv_exit_status() if chan.status_event.wait(self.command_timeout) else -1
+            err = b""
+            while len(err) < 4096 and (data := chan.recv_stderr(4096 - len(err))):
+                err += data
+            raise _log_error(path, rc, err)
+        try:
+            ident, size, begin = head.decode(errors="replace").split()
+            return ident, int(size), int(begin)
+        except ValueError:
+            raise OSError(errno.EIO, "the host's answer is no log read's", path) from None
+
+    @staticmethod
+    def _log_chunks(chan: paramiko.Channel, path: str, count: int) -> Iterator[bytes]:
+        while count > 0:
+            data = chan.recv(min(CHUNK, count))
+            if not data:
+                raise EOFError(f"{path}: the host sent {count} bytes fewer than it said")
+            count -= len(data)
+            yield data
 
     def close(self) -> None:
         """Close the SFTP session and the connection."""

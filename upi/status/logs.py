@@ -14,14 +14,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from upi.remote.base import Transport
-
 # How a server listening on IPv6 for IPv4 too (nginx `listen [::]:80 ipv6only=off`) logs an IPv4 client.
 MAPPED = "::ffff:"
-# A log is read from its end: an install's events are recent; a site's log may be large.
+# A log is first read from its end (status.follow): an install's events are recent; a site's log may be large.
 MAX_READ = 64 << 20
 
-_MONTHS = {m: i for i, m in enumerate(
+MONTHS = {m: i for i, m in enumerate(
     ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)}
 _DNSMASQ = re.compile(
     r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d) (dnsmasq-dhcp|dnsmasq-tftp)\[\d+\]: (.*)$")
@@ -55,11 +53,6 @@ class Event:
     size: int | None = None
 
 
-def read_tail(transport: Transport, path: str, limit: int = MAX_READ) -> str:
-    """The last `limit` bytes of a log (from a line start), here or on the host, decoded leniently."""
-    return transport.read_tail(path, limit).decode(errors="replace")
-
-
 def _year_stamp(month: int, day: int, hms: tuple[int, int, int], now: datetime) -> datetime | None:
     """The stamp in the year that puts it nearest before `now` (a day of clock skew allowed)."""
     for year in (now.year, now.year - 1):
@@ -78,36 +71,64 @@ def dnsmasq_events(lines: Iterable[str], now: datetime) -> Iterator[Event]:
     Its stamps are local time, as is `now` (an aware datetime in the local zone).
     """
     for line in lines:
-        m = _DNSMASQ.match(line)
-        if not m or m.group(1) not in _MONTHS:
-            continue
-        stamp = _year_stamp(_MONTHS[m.group(1)], int(m.group(2)),
-                            (int(m.group(3)), int(m.group(4)), int(m.group(5))), now)
-        if stamp is None:
-            continue
-        text = m.group(7)
-        if m.group(6) == "dnsmasq-dhcp":
-            if ack := _ACK.match(text):
-                yield Event(stamp, "dhcp", ip=ack.group(1), mac=ack.group(2))
-            elif disc := _DISCOVER.match(text):
-                refused = "no address available" in disc.group(2)
-                yield Event(stamp, "dhcp-refused" if refused else "dhcp-discover", mac=disc.group(1))
-        elif sent := _SENT.match(text):
-            yield Event(stamp, "tftp", ip=sent.group(2), path=sent.group(1))
-        elif missing := _MISSING.match(text):
-            yield Event(stamp, "tftp-missing", ip=missing.group(2), path=missing.group(1))
+        if (ev := dnsmasq_event(line, now)) is not None:
+            yield ev
+
+
+def dnsmasq_event(line: str, now: datetime,
+                  stamps: dict[tuple[str, ...], datetime | None] | None = None) -> Event | None:
+    """The event one line of dnsmasq's log tells, if any (dnsmasq_events).
+
+    `stamps`: the times of stamps read before with this `now` (a cache, filled here).
+    """
+    m = _DNSMASQ.match(line)
+    if not m or m.group(1) not in MONTHS:
+        return None
+    stamp = stamp_of(m.group(1, 2, 3, 4, 5), now, stamps)
+    if stamp is None:
+        return None
+    text = m.group(7)
+    if m.group(6) == "dnsmasq-dhcp":
+        if dhcp := dhcp_fields(text):
+            return Event(stamp, dhcp[0], ip=dhcp[1], mac=dhcp[2])
+    elif sent := _SENT.match(text):
+        return Event(stamp, "tftp", ip=sent.group(2), path=sent.group(1))
+    elif missing := _MISSING.match(text):
+        return Event(stamp, "tftp-missing", ip=missing.group(2), path=missing.group(1))
+    return None
+
+
+def stamp_of(parts: tuple[str, ...], now: datetime,
+             stamps: dict[tuple[str, ...], datetime | None] | None = None) -> datetime | None:
+    """The time of a dnsmasq stamp (month name, day, hours, minutes, seconds), cached in `stamps`."""
+    if stamps is not None and parts in stamps:
+        return stamps[parts]
+    stamp = _year_stamp(MONTHS[parts[0]], int(parts[1]), (int(parts[2]), int(parts[3]), int(parts[4])), now)
+    if stamps is not None:
+        stamps[parts] = stamp
+    return stamp
+
+
+def dhcp_fields(text: str) -> tuple[str, str | None, str] | None:
+    """kind, IP and MAC of a DHCP event, from the text of a dnsmasq-dhcp line (after the tag)."""
+    if ack := _ACK.match(text):
+        return "dhcp", ack.group(1), ack.group(2)
+    if disc := _DISCOVER.match(text):
+        return ("dhcp-refused" if "no address available" in disc.group(2) else "dhcp-discover",
+                None, disc.group(1))
+    return None
 
 
 def access_events(lines: Iterable[str]) -> Iterator[Event]:
     """Requests from an access log in the common or combined format (nginx, httpd)."""
     for line in lines:
         m = _ACCESS.match(line)
-        if not m or m.group(3) not in _MONTHS:
+        if not m or m.group(3) not in MONTHS:
             continue
         sign = 1 if m.group(8) == "+" else -1
         zone = timezone(sign * timedelta(hours=int(m.group(9)), minutes=int(m.group(10))))
         try:
-            stamp = datetime(int(m.group(4)), _MONTHS[m.group(3)], int(m.group(2)), int(m.group(5)),
+            stamp = datetime(int(m.group(4)), MONTHS[m.group(3)], int(m.group(2)), int(m.group(5)),
                              int(m.group(6)), int(m.group(7)), tzinfo=zone)
         except ValueError:
             continue

@@ -15,7 +15,8 @@ from pathlib import Path
 from upi.errors import UpiError, UsageError
 from upi.inventory import Inventory
 from upi.remote import LocalTransport, Transport, is_local, open_host
-from upi.status.logs import Event, access_events, dnsmasq_events, read_tail
+from upi.status.follow import Follower, Kind
+from upi.status.logs import Event
 from upi.status.stages import Cluster, build_rows
 from upi.status.view import Snapshot
 
@@ -42,21 +43,29 @@ class Sources:
 
 
 def _events(inv: Inventory, src: Sources, provisioner: Transport, now: datetime, unread: list[str],
-            sizes: dict[str, int]) -> list[Event]:
-    """Every log's events; with the inventory's access log, `sizes` gets the files as served."""
+            sizes: dict[str, int], followers: dict[str, Follower] | None = None) -> list[Event]:
+    """Every log's events; with the inventory's access log, `sizes` gets the files as served.
+
+    `followers`: each log's reader kept from the look before (by kind), so
+    only what was appended since is read; filled in on the first look.
+    """
     events: list[Event] = []
     down: str | None = None  # the provisioner could not be reached: once per look is enough
-    for log, parse in ((src.dnsmasq_log, lambda lines: dnsmasq_events(lines, now)),
-                       (src.access_log, access_events)):
+    followers = {} if followers is None else followers
+    logs: tuple[tuple[Log | None, Kind], ...] = ((src.dnsmasq_log, "dnsmasq"), (src.access_log, "access"))
+    for log, kind in logs:
         if log is None or log.path == os.devnull:  # /dev/null: no such log (only files are read)
             continue
+        follower = followers.get(kind)
+        if follower is None or follower.path != log.path:
+            follower = followers[kind] = Follower(inv, kind, log.path)
         where = provisioner if log.on_provisioner else LocalTransport()
         shown = f"{where.name}:{log.path}" if log.on_provisioner else log.path
         if log.on_provisioner and down is not None:
             unread.append(f"{shown}: {down}")
             continue
         try:
-            events += parse(read_tail(where, log.path).splitlines())
+            events += follower.look(where, now)
             # The server's files are asked of the host the log came from; a copy named on the
             # command line asks no host, unless the provisioner is this machine.
             if log is src.access_log and (log.from_inventory or is_local(inv, "provisioner")):
@@ -198,13 +207,16 @@ def _sizes(inv: Inventory, src: Sources) -> dict[str, int]:
     return sizes
 
 
-def snapshot(inv: Inventory, src: Sources, *, threshold: float,
-             provisioner: Transport | None = None) -> Snapshot:
-    """Read every source once and place every node (the provisioner's logs through `provisioner`)."""
+def snapshot(inv: Inventory, src: Sources, *, threshold: float, provisioner: Transport | None = None,
+             followers: dict[str, Follower] | None = None) -> Snapshot:
+    """Read every source once and place every node (the provisioner's logs through `provisioner`).
+
+    `followers`: the logs' readers of the look before (Looker keeps them).
+    """
     now = datetime.now().astimezone()
     unread: list[str] = []
     sizes: dict[str, int] = {}
-    events = _events(inv, src, provisioner or LocalTransport(), now, unread, sizes)
+    events = _events(inv, src, provisioner or LocalTransport(), now, unread, sizes, followers)
     for name, size in _sizes(inv, src).items():
         sizes.setdefault(name, size)  # what the server holds comes first
     rows, strangers = build_rows(inv, events, installed=_installed(inv, src, unread),
@@ -240,16 +252,19 @@ class Looker:
     """Every source of one inventory, looked at again and again over one way to the provisioner.
 
     `upi push`'s way: an SSH one connects on the first read and stays open
-    until close(). A context manager.
+    until close(). Each log is followed (status.follow): a look reads what
+    was appended since the one before. A context manager.
     """
 
     def __init__(self, inv: Inventory, src: Sources, *, threshold: float = STUCK_AFTER) -> None:
         self.inv, self.src, self.threshold = inv, src, threshold
         self.provisioner = open_host(inv, "provisioner")
+        self.followers: dict[str, Follower] = {}
 
     def look(self) -> Snapshot:
-        """Read every source once and place every node."""
-        return snapshot(self.inv, self.src, threshold=self.threshold, provisioner=self.provisioner)
+        """Read every source once (each log from where the last look stopped) and place every node."""
+        return snapshot(self.inv, self.src, threshold=self.threshold, provisioner=self.provisioner,
+                        followers=self.followers)
 
     def close(self) -> None:
         """Close the way to the provisioner."""

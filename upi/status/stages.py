@@ -164,7 +164,7 @@ def build_rows(inv: Inventory, events: Iterable[Event], *, installed: Mapping[st
             for n in inv.nodes}
     by_mac = {n.mac.lower(): n.name for n in inv.nodes}
     by_ip = {str(n.ip): n.name for n in inv.nodes}
-    ours = _machine_ip(inv)
+    ours = machine_ip(inv)
     events = list(events)
     files = http_files(inv)
     expected = _expected_sizes(events, files, sizes or {})
@@ -279,7 +279,7 @@ def _refused(stage: str, what: str, status: int) -> str:
     return f"the HTTP server failed on {what} (HTTP {status}): see the server's error log"
 
 
-def _machine_ip(inv: Inventory) -> Callable[[str], bool]:
+def machine_ip(inv: Inventory) -> Callable[[str], bool]:
     """Whether an address could be a node's: in the machine network, not the provisioner's or LB's.
 
     A client from elsewhere (the site's own users of a shared web server) is
