@@ -81,7 +81,7 @@ print(json.dumps({"cpu": time.process_time() - c0, "wall": time.perf_counter() -
 LOOK = """
 import json, sys, time
 from pathlib import Path
-from upi.commands.status import Looker, sources
+from upi.status.look import Looker, sources
 from upi.inventory import load_inventory
 inv = load_inventory(Path(sys.argv[1]), check_files=False)
 src = sources(inv, dnsmasq_log=None, access_log=None, out=None, assets=None, kubeconfig=None)
@@ -196,8 +196,8 @@ class Relay:
 def over_ssh(work: Path, dns: Path, acc: Path) -> bool:
     from pushkit import start_sshd
 
-    from upi.commands.status import Looker, sources
     from upi.inventory import load_inventory
+    from upi.status.look import Looker, sources
 
     sshd = start_sshd(work / "sshd")
     try:
@@ -240,8 +240,8 @@ def simulated_wait(work: Path, now: datetime) -> bool:
 
     from fake_kube import FakeKube
 
-    from upi.commands.status import Looker, sources
     from upi.inventory import load_inventory
+    from upi.status.look import Looker, sources
 
     dns, acc = work / "wait-dnsmasq.log", work / "wait-access.log"
     start = now - timedelta(seconds=INSTALL)

@@ -25,13 +25,13 @@ import yaml
 from conftest import inventory_path
 from pushkit import Sshd
 
-import upi.commands.status as status_cmd
-from upi.commands.status import Looker, sources
+import upi.status.look as status_cmd
 from upi.inventory import load_inventory
 from upi.remote import LocalTransport
 from upi.remote.base import Mark, Span
 from upi.status.follow import Follower
 from upi.status.logs import access_events, dnsmasq_events
+from upi.status.look import Looker, sources
 from upi.status.stages import Cluster, build_rows
 
 W0_MAC, W0_IP = "b8:ce:f6:10:33:44", "10.33.3.44"
