@@ -9,7 +9,16 @@ from dataclasses import dataclass
 
 from upi import __version__
 from upi.facts import BootEntry, VmSpec, boot_entries, dns_records, host_entries, lb_pools, vm_specs
-from upi.facts.boot import GRUB_FALLBACK, GRUB_IMAGE, PXELINUX_FALLBACK, PXELINUX_IMAGE
+from upi.facts.boot import (
+    GRUB_FALLBACK,
+    GRUB_IMAGE,
+    PXELINUX_FALLBACK,
+    PXELINUX_IMAGE,
+    SECURE_BOOT_TAG,
+    SHIM_IMAGE,
+    SIGNED_GRUB_DISPATCH,
+    secure_boot_nodes,
+)
 from upi.facts.installconfig import install_config
 from upi.gpu.objects import render_files as gpu_files
 from upi.inventory.model import Firmware, Inventory
@@ -73,6 +82,9 @@ def _dhcp(inv: Inventory) -> RenderedFile:
         "leases": inv.nodes,
         "grub_image": GRUB_IMAGE,
         "pxelinux_image": PXELINUX_IMAGE,
+        "secure_boot": secure_boot_nodes(inv),
+        "secure_boot_tag": SECURE_BOOT_TAG,
+        "shim_image": SHIM_IMAGE,
         "tftp_root": inv.provisioner.tftp_root,
         "dnsmasq_log": inv.provisioner.dnsmasq_log,
     }
@@ -96,6 +108,8 @@ def _boot(inv: Inventory, installed: frozenset[str] = frozenset()) -> list[Rende
             items = [entries[i].node if local else entries[i] for i in picked]
             texts.update(zip(picked, render_each(name, var, items), strict=True))
     out += [_file(e.config_path, texts[i]) for i, e in enumerate(entries)]
+    if any(e.secure_boot for e in entries):
+        out.append(_file(SIGNED_GRUB_DISPATCH, render_template("tftp/grub-dispatch.j2", **_common(inv))))
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -267,6 +268,9 @@ class Node(_Model):
     hypervisor: Hypervisor | None = None
     kernel_args: list[KernelArg] = Field(default_factory=list)
     network: NodeNetwork | None = None
+    # true, false, or auto (asked from the BMC); unset: auto with a bmc section, else false.
+    # YAML 1.1 reads on/off as true/false.
+    secure_boot: bool | Literal["auto"] | None = None
 
     @property
     def is_control_plane(self) -> bool:
@@ -282,6 +286,13 @@ class Node(_Model):
     def boot_firmware(self) -> Firmware:
         """`firmware`, defaulted by role (control plane: bios, workers: uefi)."""
         return self.firmware or (Firmware.bios if self.is_control_plane else Firmware.uefi)
+
+    @property
+    def secure_boot_mode(self) -> bool | Literal["auto"]:
+        """`secure_boot`, defaulted: auto where a BMC can be asked, else off."""
+        if self.secure_boot is not None:
+            return self.secure_boot
+        return "auto" if self.bmc is not None else False
 
     @property
     def disk(self) -> str:

@@ -15,7 +15,7 @@ from upi.inventory.installer_rules import (
     masquerade_overlap,
 )
 from upi.inventory.mirror import mirror_files, mirror_rules
-from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Role
+from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Node, Role
 from upi.inventory.netrules import network_rules, network_warnings
 from upi.inventory.pullsecret import MAX_PULL_SECRET, pull_secret_problems
 from upi.inventory.safety import safety_rules, safety_warnings, trust_bundle
@@ -244,6 +244,22 @@ def _machines(inv: Inventory) -> Iterator[Finding]:
             yield ("nodes", i, "firmware"), (
                 f"{node.name} is a DGX (gpu: true): DGX systems network-boot only with UEFI"
             )
+        yield from _secure_boot(i, node)
+
+
+def _secure_boot(i: int, node: Node) -> Iterator[Finding]:
+    """Secure Boot is a UEFI feature of a bare-metal node; auto needs a BMC to ask."""
+    if node.secure_boot is None or node.secure_boot is False:
+        return
+    if node.machine_kind is not Machine.metal:
+        yield ("nodes", i, "secure_boot"), (
+            f"{node.name} is a VM: secure_boot is for bare-metal nodes (libvirt boots VMs)")
+    elif node.boot_firmware is Firmware.bios:
+        yield ("nodes", i, "secure_boot"), (
+            f"{node.name} boots with BIOS: Secure Boot needs firmware: uefi")
+    elif node.secure_boot == "auto" and node.bmc is None:
+        yield ("nodes", i, "secure_boot"), (
+            f"{node.name} has no bmc section to ask: write secure_boot: true or false")
 
 
 def _files(inv: Inventory) -> Iterator[Finding]:

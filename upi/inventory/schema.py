@@ -122,6 +122,9 @@ DESCRIPTIONS = {
     "Node.mig_config": "MIG profile for the nvidia.com/mig.config label (only with gpu: true).",
     "Node.vm": "Size of a VM node (default: 4 vCPU, 16384 MiB, 100 GiB).",
     "Node.bmc": "Redfish BMC of a bare-metal node.",
+    "Node.secure_boot": "UEFI Secure Boot on this bare-metal node: true (handed shim + the signed "
+                        "GRUB), false, or auto (asked from the BMC) (default: auto with a bmc, "
+                        "else false; on/off read as true/false).",
     "Node.hypervisor": "This node's own libvirt host (default: the top-level hypervisor).",
     "Node.kernel_args": "Extra kernel arguments, one per item (not ip=, bond=, vlan=, nameserver= "
                         "when network: is given).",
