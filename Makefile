@@ -34,6 +34,8 @@ TEST_PACKAGES := \
 	pxelinux \
 	syslinux-common \
 	ovmf \
+	shim-signed \
+	grub-efi-amd64-signed \
 	grub-efi-amd64-bin \
 	grub-common \
 	iproute2 \
@@ -53,7 +55,9 @@ APT_PROGRAMS := dnsmasq haproxy sshd virt-install qemu-system-x86_64 grub-mkimag
 # The PXE tests also `apt-get download` a Debian kernel (not installed) and
 # cache it under $${XDG_CACHE_HOME:-~/.cache}/upi-test (tests/pxe_harness.py).
 PXE_FILES := /usr/lib/PXELINUX/pxelinux.0 /usr/lib/syslinux/modules/bios/ldlinux.c32 \
-	/usr/share/OVMF/OVMF_CODE.fd /usr/share/OVMF/OVMF_VARS.fd /usr/lib/grub/x86_64-efi/linux.mod
+	/usr/share/OVMF/OVMF_CODE.fd /usr/share/OVMF/OVMF_VARS.fd /usr/lib/grub/x86_64-efi/linux.mod \
+	/usr/share/OVMF/OVMF_CODE_4M.secboot.fd /usr/share/OVMF/OVMF_VARS_4M.ms.fd \
+	/usr/lib/shim/shimx64.efi.signed /usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed
 # firewall-offline-cmd resolves protocols (esp) in /etc/protocols: netbase, which
 # minimal Debian images (debootstrap minbase, the debian:12 container) lack.
 TEST_FILES := $(PXE_FILES) /etc/protocols /usr/lib/NetworkManager/nm-initrd-generator

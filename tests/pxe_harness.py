@@ -30,10 +30,18 @@ from upi.runner import run
 FALLBACK_MARKER = "upi.test.fallback=1"
 OVMF_CODE = Path("/usr/share/OVMF/OVMF_CODE.fd")
 OVMF_VARS = Path("/usr/share/OVMF/OVMF_VARS.fd")
+# Secure Boot enforced, Microsoft's keys enrolled (Debian `ovmf`, README.Debian): needs q35
+# with SMM and the flash marked secure, else the variables could be changed from the OS.
+OVMF_SB_CODE = Path("/usr/share/OVMF/OVMF_CODE_4M.secboot.fd")
+OVMF_SB_VARS = Path("/usr/share/OVMF/OVMF_VARS_4M.ms.fd")
 BOOT_TIMEOUT = 150.0
+# Secure Boot refusing an image: shim's verification (shim.c, "Verification failed") and
+# the firmware's own LoadImage() (EFI_SECURITY_VIOLATION / EFI_ACCESS_DENIED, as printed).
+SECURITY_FAILURES = ("Security Violation", "Access Denied")
 # Loader prompts and errors: without these a broken config waits forever at a prompt.
-LOADER_FAILURES = ("grub> ", "\rboot: ", "Could not find kernel image", "Press any key to continue",
-                   "Failed to boot", " failed: ", "PXE-E")
+# The Secure Boot words first: shim's refusal also reads "Verification failed: ...".
+LOADER_FAILURES = (*SECURITY_FAILURES, "grub> ", "\rboot: ", "Could not find kernel image",
+                   "Press any key to continue", "Failed to boot", " failed: ", "PXE-E")
 KERNEL_FAILURES = ("Kernel panic",)
 # The firmware moving past the network once the loader handed back (LOCALBOOT 0, GRUB `exit`):
 # pxelinux says so itself (then SeaBIOS tries floppy, CD and disk, each "Boot failed: ..." in
@@ -347,8 +355,11 @@ class Lab:
         self.ip("link", "set", name, "master", self.bridge, "up")
         return name
 
-    def boot(self, qemu: str, name: str, firmware: str, mac: str) -> Vm:
-        """Start a qemu client that network-boots with `mac` (BIOS: iPXE ROM; UEFI: OVMF)."""
+    def boot(self, qemu: str, name: str, firmware: str, mac: str, *, secure_boot: bool = False) -> Vm:
+        """Start a qemu client that network-boots with `mac` (BIOS: iPXE ROM; UEFI: OVMF).
+
+        `secure_boot`: OVMF enforcing Secure Boot with Microsoft's keys (UEFI only).
+        """
         serial = self.workdir / f"{name}.serial"
         serial.touch()
         argv = [qemu, "-accel", "tcg", "-m", "512", "-nographic", "-no-reboot", "-monitor", "none",
@@ -358,8 +369,11 @@ class Lab:
             argv += ["-device", f"e1000,netdev=n0,mac={mac}", "-boot", "order=n"]
         else:
             vars_copy = self.workdir / f"{name}.vars.fd"
-            shutil.copyfile(OVMF_VARS, vars_copy)
-            argv += ["-drive", f"if=pflash,format=raw,readonly=on,file={OVMF_CODE}",
+            shutil.copyfile(OVMF_SB_VARS if secure_boot else OVMF_VARS, vars_copy)
+            if secure_boot:
+                argv += ["-machine", "q35,smm=on", "-global", "driver=cfi.pflash01,property=secure,value=on"]
+            code = OVMF_SB_CODE if secure_boot else OVMF_CODE
+            argv += ["-drive", f"if=pflash,format=raw,readonly=on,file={code}",
                      "-drive", f"if=pflash,format=raw,file={vars_copy}",
                      "-device", f"virtio-net-pci,netdev=n0,mac={mac},bootindex=1,romfile="]
         proc = self.spawn(argv, self.workdir / f"{name}.qemu.out")
