@@ -84,14 +84,17 @@ def _boot_round(work: Path, kit: Kit, example_dir: Path, grub: bytes, *, plain_e
     inventory = example_dir / "legacy-4.3.yaml"
     inventory.write_text(inventory.read_text().replace(WORKER_0, WORKER_0 + ", secure_boot: true", 1))
     out = work / "out"
-    result = CliRunner().invoke(app, ["render", str(inventory), "-o", str(out)])
-    assert result.exit_code == 0, result.output
+    # As a user would: the signed pair staged by `upi images`, then render.
+    for argv in (["images", str(inventory), "-o", str(out), "--shim", SIGNED_SHIM, "--grub", SIGNED_GRUB],
+                 ["render", str(inventory), "-o", str(out)]):
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 0, result.output
     inv = load_inventory(inventory)
     entries = {e.node.name: e for e in boot_entries(inv)}
     tftp = out / "tftp"
     stage_tftp(tftp, entries[SECURE].kernel, entries[SECURE].initrd, kit.kernel, kit.initrd)
-    shutil.copyfile(SIGNED_SHIM, tftp / "shimx64.efi")
-    (tftp / "grubx64.efi").write_bytes(grub)
+    if grub != Path(SIGNED_GRUB).read_bytes():  # the negative round: what upi would never stage
+        (tftp / "grubx64.efi").write_bytes(grub)
     address = f"{inv.provisioner.ip}/{inv.network.machine_cidr.prefixlen}"
     with Lab(work / "lab", inv.provisioner.interface, address) as lab:
         lab.start_router_ra(kit.dnsmasq)

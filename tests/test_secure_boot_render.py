@@ -9,11 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import require_path
 
 from upi.cli import app
 from upi.facts.boot import secure_boot_nodes
 from upi.inventory import load_inventory
 
+SHIM = "/usr/lib/shim/shimx64.efi.signed"
+GRUB = "/usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed"
 WORKER_0 = '{name: worker-0, role: worker, mac: "b8:ce:f6:10:33:44", ip: 10.33.3.44, gpu: true'
 
 
@@ -50,8 +53,14 @@ def test_secure_boot_defaults_to_auto_with_a_bmc_else_off(example_dir: Path) -> 
 
 
 def test_secure_boot_node_is_handed_shim(runner, example_dir: Path, tmp_path: Path) -> None:
+    shim = require_path(SHIM, "Debian's signed shim, package shim-signed")
+    grub = require_path(GRUB, "Debian's signed GRUB, package grub-efi-amd64-signed")
     plain = _render(runner, example_dir / "legacy-4.3.yaml", tmp_path / "plain")
-    secure = _render(runner, _with(example_dir, "secure_boot: true"), tmp_path / "secure")
+    inventory = _with(example_dir, "secure_boot: true")
+    staged = runner.invoke(app, ["images", str(inventory), "-o", str(tmp_path / "secure"),
+                                 "--shim", str(shim), "--grub", str(grub)])
+    assert staged.exit_code == 0, staged.output
+    secure = _render(runner, inventory, tmp_path / "secure")
     conf = secure["dnsmasq/dhcp-pxe.conf"].decode()
     assert "dhcp-host=b8:ce:f6:10:33:44,set:upi-secureboot,10.33.3.44,worker-0,infinite\n" in conf
     assert "dhcp-host=b8:ce:f6:10:33:46,10.33.3.46,worker-1,infinite\n" in conf
@@ -63,7 +72,8 @@ def test_secure_boot_node_is_handed_shim(runner, example_dir: Path, tmp_path: Pa
     dispatch = secure["tftp/grub/grub.cfg"].decode()
     assert 'configfile "/grub.cfg-01-$m1-$m2-$m3-$m4-$m5-$m6"' in dispatch
     changed = {p for p in plain if plain[p] != secure.get(p)} | (set(secure) - set(plain))
-    assert changed == {"dnsmasq/dhcp-pxe.conf", "tftp/grub/grub.cfg", "manifest.json"}
+    assert changed == {"dnsmasq/dhcp-pxe.conf", "tftp/grub/grub.cfg", "manifest.json",
+                       "tftp/shimx64.efi", "tftp/grubx64.efi"}
 
 
 def test_auto_is_off_until_the_bmc_reports_on(example_dir: Path) -> None:

@@ -142,6 +142,11 @@ def build(inv: Inventory, out: Path, tree: Tree | None, records: Records, req: R
     kept, refused = manifest_files(last)
     # A later render without --bootloaders keeps the loaders an earlier one staged (upi.bootloaders).
     extra = req.loaders if req.loaders is not None else _kept_loaders(tree, kept)
+    # Secure Boot nodes need the signed shim + GRUB `upi images` staged; those replace the built GRUB.
+    from upi.facts.boot import secure_boot_nodes
+    from upi.images.loaders import require_signed_loaders
+
+    extra = require_signed_loaders(secure_boot_nodes(inv), records.images, extra, out)
     record = updated(inv, records.installed, add=req.installed, remove=req.reinstall, how=req.how)
     done, record_notes = installed_nodes(inv, record)
     retire = bool(last.get("bootstrap_retired")) if req.retire_bootstrap is None else req.retire_bootstrap

@@ -106,7 +106,8 @@ def manifest_images(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 or not isinstance(meta.get("sha256"), str) or len(meta["sha256"]) != 64
                 or not isinstance(meta.get("size"), int)):
             continue
-        good[path] = {k: meta[k] for k in ("sha256", "size", "mode", "rhcos", "fingerprint") if k in meta}
+        good[path] = {k: meta[k] for k in ("sha256", "size", "mode", "rhcos", "fingerprint", "loader")
+                      if k in meta}
     return good
 
 

@@ -114,19 +114,25 @@ def schema() -> None:
     "  upi images inventories/dgxpod.yaml -o out/dgxpod --from ~/Downloads/rhcos\n"
     "  upi images inventories/dgxpod.yaml -o out/dgxpod \\\n"
     "      --from https://mirror.openshift.com/pub/openshift-v4/x86_64/dependencies/rhcos/4.16/4.16.3\n"
+    "  upi images inventories/dgxpod.yaml -o out/dgxpod \\\n"
+    "      --shim /boot/efi/EFI/redhat/shimx64.efi --grub /boot/efi/EFI/redhat/grubx64.efi\n"
     "  upi push inventories/dgxpod.yaml -o out/dgxpod    # then publish them"
 )
 def images(
     inventory: InventoryArg,
     out: Annotated[Path, typer.Option("-o", "--output", help="The render directory to stage into.",
                                       parser=output_dir, metavar="PATH")],
-    src: Annotated[str, typer.Option(
+    src: Annotated[str | None, typer.Option(
         "--from", metavar="SRC", show_default=False,
         help="A directory holding the downloaded RHCOS files, or an http(s):// mirror URL "
-        "(files fetched as SRC/NAME; SRC/sha256sum.txt is read when present).")],
+        "(files fetched as SRC/NAME; SRC/sha256sum.txt is read when present).")] = None,
     openshift_install: Annotated[Path | None, typer.Option(
         "--openshift-install", metavar="PATH",
         help="The installer binary (default: $UPI_OPENSHIFT_INSTALL, then PATH).")] = None,
+    shim: Annotated[Path | None, typer.Option(
+        "--shim", metavar="PATH", help="Signed shimx64.efi for Secure Boot nodes (with --grub).")] = None,
+    grub: Annotated[Path | None, typer.Option(
+        "--grub", metavar="PATH", help="The signed grubx64.efi of the same vendor (with --shim).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Stage the RHCOS kernel, initramfs and rootfs the boot files name, sha256-checked.
@@ -139,10 +145,34 @@ def images(
     rerun resumes an interrupted download. They are recorded in
     manifest.json: `upi push` publishes them and `upi render` keeps them.
     A file whose sha256 differs is not staged, and the exit code is 1.
-    """
-    from upi.errors import CheckFailed
-    from upi.images import images as do_images
 
+    With --shim and --grub, the signed UEFI loaders Secure Boot nodes boot
+    (docs/secure-boot.md) go to DIR/tftp/shimx64.efi and grubx64.efi, each
+    checked to be a signed EFI image, recorded and published the same way.
+    """
+    from upi.errors import CheckFailed, UsageError
+    from upi.images import images as do_images
+    from upi.images import signed_loaders
+
+    if src is None and shim is None and grub is None:
+        raise UsageError("--from: name the RHCOS files to stage (--from SRC), or the signed "
+                         "loaders (--shim and --grub), or both")
+    if (shim is None) != (grub is None):
+        raise UsageError(f"--{'grub' if shim else 'shim'}: shim and GRUB are staged as a pair "
+                         "(shim checks GRUB against its vendor's key): pass --shim and --grub")
+    if shim is not None and grub is not None:
+        staged = signed_loaders(inventory, out, shim, grub)
+        if not as_json:
+            console.print_table(f"Signed UEFI loaders in {out}", ["file", "bytes", "sha256", "from"],
+                                ((path, r["size"], r["sha256"][:16], str(shim if r["loader"] == "shim"
+                                                                         else grub))
+                                 for path, r in staged.items()))
+        if src is None:
+            if as_json:
+                console.print_json({"loaders": staged})
+            console.finished()
+            return
+    assert src is not None  # noqa: S101 - checked above
     with console.transfer_progress() as progress:
         result = do_images(inventory, out, src, installer=openshift_install, on_progress=progress)
     for note in result.warnings:

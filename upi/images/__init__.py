@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from upi.images.fetch import source_for
 from upi.images.stage import ImagesResult, Progress, Staged, stage_images, wanted_images
@@ -10,7 +11,7 @@ from upi.images.stream import Stream, read_stream
 from upi.installer import Installer, locate, version_warnings
 from upi.inventory import load_inventory
 
-__all__ = ["ImagesResult", "Staged", "Stream", "images", "wanted_images"]
+__all__ = ["ImagesResult", "Staged", "Stream", "images", "signed_loaders", "wanted_images"]
 
 
 def images(inventory: Path, out: Path, src: str, *, installer: Path | None = None,
@@ -23,3 +24,12 @@ def images(inventory: Path, out: Path, src: str, *, installer: Path | None = Non
     result = stage_images(inv, out, source, read_stream(binary), name, on_progress)
     result.warnings[:0] = version_warnings(inv, name)
     return result
+
+
+def signed_loaders(inventory: Path, out: Path, shim: Path, grub: Path) -> dict[str, dict[str, Any]]:
+    """Stage the signed shim and GRUB Secure Boot nodes boot into `out`; their manifest records."""
+    from upi.images.loaders import read_loader_file, record_loaders
+
+    inv = load_inventory(inventory)
+    loaders = [read_loader_file("shim", shim), read_loader_file("grub", grub)]
+    return record_loaders(inv, out, loaders)

@@ -325,8 +325,8 @@ def _record(txn: Transaction, inv: Inventory, staged: list[Staged]) -> None:
     for path, record in previous.items():
         if path in images:
             continue
-        if path in failed:  # keep the last good one: the boot files still name it
-            images[path] = record
+        if path in failed or record.get("loader"):  # keep the last good one: the boot files still
+            images[path] = record  # name it; signed loaders (upi.images.loaders) are not RHCOS files
         else:
             tree.unlink(path)
     doc = dict(doc) if doc else {}
