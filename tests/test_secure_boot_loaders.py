@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from conftest import require, require_path
 
 from upi.bootloaders import GRUB_MODULES_DIR, grub_mkimage
 from upi.cli import app
+from upi.facts import boot_entries
 from upi.images.loaders import authenticode_signed
 from upi.inventory import load_inventory
 from upi.push.sources import read_render_dir
@@ -147,3 +149,46 @@ def test_staging_rhcos_files_keeps_the_signed_loaders(runner, example_dir: Path,
     assert images["tftp/shimx64.efi"]["loader"] == "shim" and images["tftp/grubx64.efi"]["loader"] == "grub"
     assert (out / "tftp/shimx64.efi").read_bytes() == signed[0].read_bytes()
     assert len(images) == 7
+
+
+def test_check_tftp_fetches_shim_and_the_signed_grub(runner, example_dir: Path, tmp_path: Path,
+                                                     signed: tuple[Path, Path]) -> None:
+    """The rendered dnsmasq serves the render's tftp/; `upi check tftp -o DIR` wants shim, the
+    signed GRUB (equal to the staged pair) and grub/grub.cfg, and names the fix when shim is gone."""
+    from realtftp import lab_ip, serve_tftp
+
+    inv_path = example_dir / "dgxpod.yaml"
+    text = inv_path.read_text()
+    inv_path.write_text(text.replace("install_disk: /dev/nvme0n1, gpu: true}",
+                                     "install_disk: /dev/nvme0n1, gpu: true, secure_boot: true}", 1))
+    out = tmp_path / "out"
+    for argv in (["images", str(inv_path), "-o", str(out), "--shim", str(signed[0]),
+                  "--grub", str(signed[1])],
+                 ["render", str(inv_path), "-o", str(out), "--bootloaders"]):
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 0, result.output
+    for e in boot_entries(load_inventory(inv_path)):  # as if `upi images --from` staged them
+        for rel in (e.kernel, e.initrd):
+            (out / "tftp" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / "tftp" / rel).write_bytes(rel.encode() * 100)
+    root = tmp_path / "tftproot"
+    shutil.copytree(out / "tftp", root)
+
+    def check() -> dict[str, dict[str, str]]:
+        result = runner.invoke(app, ["check", "tftp", str(inv_path), "--server", lab_ip(), "-o", str(out),
+                                     "--json"])
+        return {r["check"]: r for r in json.loads(result.stdout)["checks"]}
+
+    with serve_tftp(root, tmp_path) as lab:
+        good = lab.inside(check)
+        (lab.public / "tftp" / "shimx64.efi").unlink()
+        gone = lab.inside(check)
+    for name in ("shimx64.efi", "grubx64.efi"):
+        assert good[f"TFTP {name}"]["verdict"] == "pass", good[f"TFTP {name}"]
+        assert good[f"TFTP {name}"]["expected"].startswith("as staged (sha256 ")
+    assert good["TFTP grub/grub.cfg"]["verdict"] == "pass"
+    assert [r for r in good.values() if r["verdict"] != "pass"] == []
+    assert gone["TFTP shimx64.efi"]["verdict"] == "fail"
+    assert gone["TFTP shimx64.efi"]["fix"].endswith(
+        "stage the signed pair with `upi images INVENTORY -o DIR --shim shimx64.efi --grub "
+        "grubx64.efi`, then `upi push INVENTORY -o DIR`")

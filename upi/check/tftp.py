@@ -20,7 +20,7 @@ from upi.check.reach import Miss, endpoint, hint
 from upi.check.report import CheckResult
 from upi.check.tftpclient import TftpError, tftp_get
 from upi.errors import UpiError
-from upi.facts.boot import GRUB_IMAGE, PXELINUX_IMAGE
+from upi.facts.boot import GRUB_IMAGE, PXELINUX_IMAGE, SHIM_IMAGE, SIGNED_GRUB_DISPATCH
 from upi.inventory import Inventory
 from upi.inventory.model import Firmware
 from upi.safefs import Tree, relpath, sha256_fd, shown
@@ -73,9 +73,18 @@ def wanted(inv: Inventory, render_dir: Path | None = None) -> list[Wanted]:
     out = []
     if Firmware.bios in firmwares:
         out += [Wanted(PXELINUX_IMAGE, "BIOS boot loader"), Wanted(LDLINUX, "pxelinux module")]
-    if Firmware.uefi in firmwares:
+    secure = any(e.secure_boot for e in entries)
+    if secure:  # shim, then the signed GRUB it loads: with -o DIR, the pair `upi images` staged
+        for name, what in ((SHIM_IMAGE, "Secure Boot loader (shim)"),
+                           (GRUB_IMAGE, "signed UEFI boot loader")):
+            sha, why = staged_sha256(render_dir, name) if render_dir else (None, "")
+            out.append(Wanted(name, what, sha256=sha, unstaged=why))
+    elif Firmware.uefi in firmwares:
         out.append(Wanted(GRUB_IMAGE, "UEFI boot loader"))
     rendered = {f.path: f.content for f in boot_files(inv)}
+    if SIGNED_GRUB_DISPATCH in rendered:
+        out.append(Wanted(SIGNED_GRUB_DISPATCH.removeprefix("tftp/"), "signed GRUB's config",
+                          rendered[SIGNED_GRUB_DISPATCH]))
     out += [Wanted(e.config_path.removeprefix("tftp/"), "per-MAC boot file", rendered[e.config_path],
                    boot_file(e, installed=True).content)
             for e in entries]
@@ -101,6 +110,9 @@ def _fix(exc: TftpError, w: Wanted, inv: Inventory, server: str, port: int) -> s
         if w.what in ("kernel", "initramfs"):
             return (f"{url}: {exc}: stage it with `upi images INVENTORY -o DIR --from SRC`, then "
                     "publish it with `upi push INVENTORY -o DIR`")
+        if w.what in ("Secure Boot loader (shim)", "signed UEFI boot loader"):
+            return (f"{url}: {exc}: stage the signed pair with `upi images INVENTORY -o DIR --shim "
+                    "shimx64.efi --grub grubx64.efi`, then `upi push INVENTORY -o DIR`")
         if w.content is None:
             return (f"{url}: {exc}: stage the boot loaders with `upi render INVENTORY -o DIR "
                     "--bootloaders`, then `upi push INVENTORY -o DIR`")
