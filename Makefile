@@ -36,6 +36,9 @@ TEST_PACKAGES := \
 	ovmf \
 	shim-signed \
 	grub-efi-amd64-signed \
+	xorriso \
+	mtools \
+	dosfstools \
 	grub-efi-amd64-bin \
 	grub-common \
 	iproute2 \
@@ -51,7 +54,8 @@ TEST_PACKAGES := \
 	$(KUBECTL_PACKAGE)
 APT_PACKAGES := $(VENV_PACKAGES) $(BUILD_PACKAGES) $(TEST_PACKAGES)
 APT_PROGRAMS := dnsmasq haproxy sshd virt-install qemu-system-x86_64 grub-mkimage dig busybox ip nginx \
-	firewall-offline-cmd kubectl shellcheck docker-registry
+	firewall-offline-cmd kubectl shellcheck docker-registry \
+	xorriso mcopy mmd mkfs.fat
 # The PXE tests also `apt-get download` a Debian kernel (not installed) and
 # cache it under $${XDG_CACHE_HOME:-~/.cache}/upi-test (tests/pxe_harness.py).
 PXE_FILES := /usr/lib/PXELINUX/pxelinux.0 /usr/lib/syslinux/modules/bios/ldlinux.c32 \

@@ -60,7 +60,8 @@ def test_secure_boot_node_without_signed_loaders_is_refused(runner, secure_inven
     text = _flat(result.output)
     assert "worker-0: secure_boot is on but" in text
     assert ("has no signed shimx64.efi and grubx64.efi staged; stage Red Hat's signed pair with "
-            f"`upi images INVENTORY -o {out} --shim shimx64.efi --grub grubx64.efi`") in text
+            f"`upi images INVENTORY -o {out} --iso RHCOS-LIVE.iso` (or --shim shimx64.efi "
+            "--grub grubx64.efi from shim-x64 and grub2-efi-x64") in text
     assert "Traceback" not in text
     assert not (out / "manifest.json").exists() and not (out / "dnsmasq").exists()
 
@@ -190,5 +191,5 @@ def test_check_tftp_fetches_shim_and_the_signed_grub(runner, example_dir: Path, 
     assert [r for r in good.values() if r["verdict"] != "pass"] == []
     assert gone["TFTP shimx64.efi"]["verdict"] == "fail"
     assert gone["TFTP shimx64.efi"]["fix"].endswith(
-        "stage the signed pair with `upi images INVENTORY -o DIR --shim shimx64.efi --grub "
-        "grubx64.efi`, then `upi push INVENTORY -o DIR`")
+        "stage the signed pair with `upi images INVENTORY -o DIR --iso RHCOS-LIVE.iso` (or --shim "
+        "and --grub), then `upi push INVENTORY -o DIR`")

@@ -111,8 +111,8 @@ def _fix(exc: TftpError, w: Wanted, inv: Inventory, server: str, port: int) -> s
             return (f"{url}: {exc}: stage it with `upi images INVENTORY -o DIR --from SRC`, then "
                     "publish it with `upi push INVENTORY -o DIR`")
         if w.what in ("Secure Boot loader (shim)", "signed UEFI boot loader"):
-            return (f"{url}: {exc}: stage the signed pair with `upi images INVENTORY -o DIR --shim "
-                    "shimx64.efi --grub grubx64.efi`, then `upi push INVENTORY -o DIR`")
+            return (f"{url}: {exc}: stage the signed pair with `upi images INVENTORY -o DIR --iso "
+                    "RHCOS-LIVE.iso` (or --shim and --grub), then `upi push INVENTORY -o DIR`")
         if w.content is None:
             return (f"{url}: {exc}: stage the boot loaders with `upi render INVENTORY -o DIR "
                     "--bootloaders`, then `upi push INVENTORY -o DIR`")

@@ -116,6 +116,7 @@ def schema() -> None:
     "      --from https://mirror.openshift.com/pub/openshift-v4/x86_64/dependencies/rhcos/4.16/4.16.3\n"
     "  upi images inventories/dgxpod.yaml -o out/dgxpod \\\n"
     "      --shim /boot/efi/EFI/redhat/shimx64.efi --grub /boot/efi/EFI/redhat/grubx64.efi\n"
+    "  upi images inventories/dgxpod.yaml -o out/dgxpod --iso rhcos-4.16.3-x86_64-live.x86_64.iso\n"
     "  upi push inventories/dgxpod.yaml -o out/dgxpod    # then publish them"
 )
 def images(
@@ -133,6 +134,9 @@ def images(
         "--shim", metavar="PATH", help="Signed shimx64.efi for Secure Boot nodes (with --grub).")] = None,
     grub: Annotated[Path | None, typer.Option(
         "--grub", metavar="PATH", help="The signed grubx64.efi of the same vendor (with --shim).")] = None,
+    iso: Annotated[Path | None, typer.Option(
+        "--iso", metavar="PATH", help="The RHCOS live ISO: shim and GRUB are taken from its EFI "
+        "boot image (instead of --shim/--grub).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Stage the RHCOS kernel, initramfs and rootfs the boot files name, sha256-checked.
@@ -146,27 +150,28 @@ def images(
     manifest.json: `upi push` publishes them and `upi render` keeps them.
     A file whose sha256 differs is not staged, and the exit code is 1.
 
-    With --shim and --grub, the signed UEFI loaders Secure Boot nodes boot
-    (docs/secure-boot.md) go to DIR/tftp/shimx64.efi and grubx64.efi, each
-    checked to be a signed EFI image, recorded and published the same way.
+    With --iso (shim and GRUB read from the live ISO's EFI boot image, not
+    mounted) or --shim and --grub, the signed UEFI loaders Secure Boot nodes
+    boot (docs/secure-boot.md) go to DIR/tftp/shimx64.efi and grubx64.efi,
+    each checked to be a signed EFI image, recorded and published the same way.
     """
     from upi.errors import CheckFailed, UsageError
     from upi.images import images as do_images
     from upi.images import signed_loaders
 
-    if src is None and shim is None and grub is None:
+    if src is None and shim is None and grub is None and iso is None:
         raise UsageError("--from: name the RHCOS files to stage (--from SRC), or the signed "
-                         "loaders (--shim and --grub), or both")
+                         "loaders (--iso, or --shim and --grub), or both")
+    if iso is not None and (shim or grub):
+        raise UsageError("--iso: take shim and GRUB from the ISO, or pass --shim and --grub, not both")
     if (shim is None) != (grub is None):
         raise UsageError(f"--{'grub' if shim else 'shim'}: shim and GRUB are staged as a pair "
                          "(shim checks GRUB against its vendor's key): pass --shim and --grub")
-    if shim is not None and grub is not None:
-        staged = signed_loaders(inventory, out, shim, grub)
+    if iso is not None or shim is not None:
+        staged = signed_loaders(inventory, out, shim=shim, grub=grub, iso=iso)
         if not as_json:
-            console.print_table(f"Signed UEFI loaders in {out}", ["file", "bytes", "sha256", "from"],
-                                ((path, r["size"], r["sha256"][:16], str(shim if r["loader"] == "shim"
-                                                                         else grub))
-                                 for path, r in staged.items()))
+            console.print_table(f"Signed UEFI loaders in {out}", ["file", "bytes", "sha256"],
+                                ((path, r["size"], r["sha256"][:16]) for path, r in staged.items()))
         if src is None:
             if as_json:
                 console.print_json({"loaders": staged})

@@ -26,10 +26,21 @@ def images(inventory: Path, out: Path, src: str, *, installer: Path | None = Non
     return result
 
 
-def signed_loaders(inventory: Path, out: Path, shim: Path, grub: Path) -> dict[str, dict[str, Any]]:
-    """Stage the signed shim and GRUB Secure Boot nodes boot into `out`; their manifest records."""
-    from upi.images.loaders import read_loader_file, record_loaders
+def signed_loaders(inventory: Path, out: Path, *, shim: Path | None = None, grub: Path | None = None,
+                   iso: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Stage the signed shim and GRUB Secure Boot nodes boot into `out`; their manifest records.
+
+    From the live ISO's EFI boot image (`iso`), or from the files `shim` and `grub`.
+    """
+    from upi.images.iso import loaders_from_iso
+    from upi.images.loaders import check_loader, read_loader_file, record_loaders
 
     inv = load_inventory(inventory)
-    loaders = [read_loader_file("shim", shim), read_loader_file("grub", grub)]
+    if iso is not None:
+        found = loaders_from_iso(iso)
+        loaders = [check_loader(key, found[key], f"--iso {iso}: EFI/BOOT/{name}")
+                   for key, name in (("shim", "BOOTX64.EFI"), ("grub", "grubx64.efi"))]
+    else:
+        assert shim is not None and grub is not None  # noqa: S101 - the CLI asks for both
+        loaders = [read_loader_file("shim", shim), read_loader_file("grub", grub)]
     return record_loaders(inv, out, loaders)

@@ -155,7 +155,7 @@ def require_signed_loaders(secure: set[str], images: dict[str, dict[str, Any]],
         files = " and ".join(LOADERS[m].removeprefix("tftp/") for m in missing)
         raise UsageError(
             f"{names}: secure_boot is on but {shown(out)} has no signed {files} staged{why}; stage "
-            f"Red Hat's signed pair with `upi images INVENTORY -o {shown(out)} --shim shimx64.efi "
-            "--grub grubx64.efi` (from the RHCOS live ISO's EFI boot image, or shim-x64 and "
-            "grub2-efi-x64: /boot/efi/EFI/redhat/), then render again")
+            f"Red Hat's signed pair with `upi images INVENTORY -o {shown(out)} --iso RHCOS-LIVE.iso` "
+            "(or --shim shimx64.efi --grub grubx64.efi from shim-x64 and grub2-efi-x64: "
+            "/boot/efi/EFI/redhat/), then render again")
     return kept
