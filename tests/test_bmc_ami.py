@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
 from redfish_support import (
     PASSWORD,
     USER,
@@ -103,9 +104,32 @@ def test_server_error_is_reported_with_its_status(runner: CliRunner, example_dir
 def test_secure_boot_on_is_warned_before_the_gpu_step(runner: CliRunner, example_dir: Path, tls: Tls,
                                                       ami: AmiFake) -> None:
     ami.state.secure_boot = True
-    res = _run(runner, "boot-metal", _inventory(example_dir, tls, ami.url))
+    res = _run(runner, "boot-metal", _secure(_inventory(example_dir, tls, ami.url)))
     assert res.exit_code == 0, res.output
     assert "worker-0: Secure Boot is on" in res.stderr and "GPU step" in res.stderr
+
+
+def _secure(inventory: Path) -> Path:
+    """worker-0 marked secure_boot: true (handed shim + the signed GRUB by the render)."""
+    doc = yaml.safe_load(inventory.read_text())
+    next(n for n in doc["nodes"] if n["name"] == "worker-0")["secure_boot"] = True
+    inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return inventory
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_secure_boot_on_but_plain_grub_is_not_booted(runner: CliRunner, example_dir: Path, tls: Tls,
+                                                     ami: AmiFake, dry_run: bool) -> None:
+    """secure_boot: auto (the default with a bmc) asks the BMC: on, while the render hands the
+    node the plain GRUB its firmware would refuse, and the node is not powered on."""
+    ami.state.secure_boot = True
+    flags = ["--dry-run"] if dry_run else []
+    res = _run(runner, "boot-metal", _inventory(example_dir, tls, ami.url), *flags)
+    assert res.exit_code == 1, res.output
+    text = " ".join(res.stderr.split())
+    assert ("worker-0: the BMC reports Secure Boot on, but the render hands this node the plain GRUB "
+            "(secure_boot: auto), which Secure Boot firmware refuses: set secure_boot: true") in text
+    assert ami.state.resets == [] and ami.state.pending == {}
 
 
 def test_status_shows_the_pending_override_of_the_settings_object(

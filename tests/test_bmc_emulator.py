@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from redfish_support import (
     PASSWORD,
     Emulator,
@@ -104,6 +105,12 @@ def test_dry_run_reads_but_changes_nothing(runner: CliRunner, example_dir: Path,
 def test_boot_metal_sets_network_boot_and_powers_each_node(
         runner: CliRunner, example_dir: Path, tls: Tls, emulator: Emulator) -> None:
     inv = _inventory(example_dir, tls, emulator.url)
+    # worker-1's domain boots with Secure Boot on: the render must hand it shim + signed GRUB.
+    plain = _run(runner, "boot-metal", inv, "worker-1", "--dry-run")
+    assert plain.exit_code == 1 and "the BMC reports Secure Boot on" in plain.stderr
+    doc = yaml.safe_load(inv.read_text())
+    next(n for n in doc["nodes"] if n["name"] == "worker-1")["secure_boot"] = True
+    inv.write_text(yaml.safe_dump(doc, sort_keys=False))
     res = _run(runner, "boot-metal", inv, "--json")
     assert res.exit_code == 0, res.output
     doc = {d["node"]: d for d in json.loads(res.stdout)}

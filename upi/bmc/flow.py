@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from upi.bmc.credentials import read_credentials
 from upi.bmc.redfish import ONCE, PXE, UEFI, BmcError, BootOverride, PowerAction, Redfish, SystemState, Target
 from upi.errors import UpiError, UsageError
+from upi.facts.boot import secure_boot_nodes
 from upi.inventory.model import Inventory, Machine, Node
 
 T = TypeVar("T")
@@ -170,9 +171,18 @@ class BootMetalResult:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-def _boot_one(bmc: Redfish, dry_run: bool, warn: Warn, power_wait: float) -> MetalBoot:
+def _boot_one(bmc: Redfish, dry_run: bool, warn: Warn, power_wait: float, node: Node,
+              handed_shim: bool) -> MetalBoot:
     name = bmc.target.node
     before = bmc.state()
+    if before.secure_boot and not handed_shim:
+        # The firmware would refuse the plain GRUB the render hands this node: never power it on.
+        raise BmcError(
+            f"{name}: the BMC reports Secure Boot on, but the render hands this node the plain GRUB "
+            f"(secure_boot: {str(node.secure_boot_mode).lower()}), which Secure Boot firmware "
+            "refuses: set secure_boot: true on the node, stage the signed loaders (`upi images "
+            "INVENTORY -o DIR --iso RHCOS-LIVE.iso`), `upi render` and `upi push`; or turn Secure "
+            "Boot off in its firmware")
     if before.secure_boot:
         warn(f"{name}: Secure Boot is on: RHCOS installs, but the unsigned NVIDIA driver will not "
              "load and the GPU step will fail; turn Secure Boot off in the DGX's BIOS setup")
@@ -208,11 +218,12 @@ def boot_metal(inv: Inventory, names: Sequence[str], *, dry_run: bool = False, w
                power_wait: float = POWER_ON_WAIT) -> BootMetalResult:
     """One-time UEFI network boot and a power on / force restart, for every chosen node at once."""
     nodes = chosen_nodes(inv, names)
+    secure = secure_boot_nodes(inv)  # handed shim + signed GRUB by the render
 
     def job(node: Node) -> MetalBoot:
         bmc = open_bmc(target_of(inv, node), warn)
         try:
-            return _boot_one(bmc, dry_run, warn, power_wait)
+            return _boot_one(bmc, dry_run, warn, power_wait, node, node.name in secure)
         finally:
             bmc.close()
 
