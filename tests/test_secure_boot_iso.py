@@ -8,6 +8,7 @@ entry, either alone or after a BIOS entry as the RHCOS live ISO has it
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -74,12 +75,20 @@ def test_shim_and_grub_come_out_of_the_efi_boot_image(tmp_path: Path, signed: di
     assert found == {"shim": signed["EFI/BOOT/BOOTX64.EFI"], "grub": signed["EFI/BOOT/grubx64.efi"]}
 
 
-def test_upi_images_iso_stages_them(runner, example_dir: Path, tmp_path: Path,
-                                    signed: dict[str, bytes]) -> None:
+def test_upi_images_iso_stages_them(runner, example_dir: Path, tmp_path: Path, signed: dict[str, bytes],
+                                    fake_openshift_install: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     iso = live_iso(tmp_path, efiboot(tmp_path, 16, signed), bios_first=True)
     out = tmp_path / "out"
-    result = runner.invoke(app, ["images", str(example_dir / "dgxpod.yaml"), "-o", str(out),
-                                 "--iso", str(iso)])
+    argv = ["images", str(example_dir / "dgxpod.yaml"), "-o", str(out), "--iso", str(iso)]
+    # The installer's stream vouches for another ISO: nothing is staged.
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert f"--iso {iso}: sha256 {hashlib.sha256(iso.read_bytes()).hexdigest()} is not that of " in text
+    assert "-live-iso.x86_64.iso, the live ISO of RHCOS 9.6.20250402-0 the installer was built for" in text
+    assert not out.exists() or not (out / "tftp").exists()
+    monkeypatch.setenv("FAKE_OPENSHIFT_INSTALL_ISO_SHA256", hashlib.sha256(iso.read_bytes()).hexdigest())
+    result = runner.invoke(app, argv)
     assert result.exit_code == 0, result.output
     assert (out / "tftp/shimx64.efi").read_bytes() == signed["EFI/BOOT/BOOTX64.EFI"]
     assert (out / "tftp/grubx64.efi").read_bytes() == signed["EFI/BOOT/grubx64.efi"]
@@ -87,8 +96,15 @@ def test_upi_images_iso_stages_them(runner, example_dir: Path, tmp_path: Path,
     assert {images[p]["loader"] for p in ("tftp/shimx64.efi", "tftp/grubx64.efi")} == {"shim", "grub"}
 
 
+def _images_iso(runner, inventory: Path, out: Path, iso: Path, monkeypatch: pytest.MonkeyPatch):
+    """`upi images --iso` with the (fake) installer's stream vouching for exactly this ISO."""
+    monkeypatch.setenv("FAKE_OPENSHIFT_INSTALL_ISO_SHA256", hashlib.sha256(iso.read_bytes()).hexdigest())
+    return runner.invoke(app, ["images", str(inventory), "-o", str(out), "--iso", str(iso)])
+
+
 def test_isos_without_the_loaders_are_named(runner, example_dir: Path, tmp_path: Path,
-                                            signed: dict[str, bytes]) -> None:
+                                            signed: dict[str, bytes], fake_openshift_install: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     shim = signed["EFI/BOOT/BOOTX64.EFI"]
     only_shim = live_iso(tmp_path, efiboot(tmp_path, 12, {"EFI/BOOT/BOOTX64.EFI": shim}), bios_first=False)
     plain = tmp_path / "plain.iso"
@@ -100,16 +116,14 @@ def test_isos_without_the_loaders_are_named(runner, example_dir: Path, tmp_path:
         (example_dir / "dgxpod.yaml", "ends at byte 34,816: too short for an ISO 9660 live image"),
     ]
     for iso, message in cases:
-        result = runner.invoke(app, ["images", str(example_dir / "dgxpod.yaml"), "-o", str(tmp_path / "o"),
-                                     "--iso", str(iso)])
+        result = _images_iso(runner, example_dir / "dgxpod.yaml", tmp_path / "o", iso, monkeypatch)
         assert result.exit_code == 2, (iso, result.output)
         assert message in " ".join(result.output.split()), result.output
         assert "Traceback" not in result.output
     work = tmp_path / "u"
     work.mkdir()
     bad = live_iso(work, efiboot(work, 12, unsigned), bios_first=False)
-    result = runner.invoke(app, ["images", str(example_dir / "dgxpod.yaml"), "-o", str(tmp_path / "o"),
-                                 "--iso", str(bad)])
+    result = _images_iso(runner, example_dir / "dgxpod.yaml", tmp_path / "o", bad, monkeypatch)
     assert result.exit_code == 2
     text = " ".join(result.output.split())
     assert f"--iso {bad}: EFI/BOOT/grubx64.efi is not an EFI image (no PE header)" in text

@@ -150,7 +150,8 @@ def images(
     manifest.json: `upi push` publishes them and `upi render` keeps them.
     A file whose sha256 differs is not staged, and the exit code is 1.
 
-    With --iso (shim and GRUB read from the live ISO's EFI boot image, not
+    With --iso (the live ISO of the installer's RHCOS, sha256-checked
+    against its stream; shim and GRUB read from its EFI boot image, not
     mounted) or --shim and --grub, the signed UEFI loaders Secure Boot nodes
     boot (docs/secure-boot.md) go to DIR/tftp/shimx64.efi and grubx64.efi,
     each checked to be a signed EFI image, recorded and published the same way.
@@ -168,7 +169,7 @@ def images(
         raise UsageError(f"--{'grub' if shim else 'shim'}: shim and GRUB are staged as a pair "
                          "(shim checks GRUB against its vendor's key): pass --shim and --grub")
     if iso is not None or shim is not None:
-        staged = signed_loaders(inventory, out, shim=shim, grub=grub, iso=iso)
+        staged = signed_loaders(inventory, out, shim=shim, grub=grub, iso=iso, installer=openshift_install)
         if not as_json:
             console.print_table(f"Signed UEFI loaders in {out}", ["file", "bytes", "sha256"],
                                 ((path, r["size"], r["sha256"][:16]) for path, r in staged.items()))

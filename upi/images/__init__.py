@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +28,18 @@ def images(inventory: Path, out: Path, src: str, *, installer: Path | None = Non
 
 
 def signed_loaders(inventory: Path, out: Path, *, shim: Path | None = None, grub: Path | None = None,
-                   iso: Path | None = None) -> dict[str, dict[str, Any]]:
+                   iso: Path | None = None, installer: Path | None = None) -> dict[str, dict[str, Any]]:
     """Stage the signed shim and GRUB Secure Boot nodes boot into `out`; their manifest records.
 
-    From the live ISO's EFI boot image (`iso`), or from the files `shim` and `grub`.
+    From the live ISO's EFI boot image (`iso`, first checked to be the live ISO
+    of the installer's RHCOS stream), or from the files `shim` and `grub`.
     """
     from upi.images.iso import loaders_from_iso
     from upi.images.loaders import check_loader, read_loader_file, record_loaders
 
     inv = load_inventory(inventory)
     if iso is not None:
+        verify_iso(iso, read_stream(locate(installer, version=inv.cluster.openshift_version)))
         found = loaders_from_iso(iso)
         loaders = [check_loader(key, found[key], f"--iso {iso}: EFI/BOOT/{name}")
                    for key, name in (("shim", "BOOTX64.EFI"), ("grub", "grubx64.efi"))]
@@ -44,3 +47,24 @@ def signed_loaders(inventory: Path, out: Path, *, shim: Path | None = None, grub
         assert shim is not None and grub is not None  # noqa: S101 - the CLI asks for both
         loaders = [read_loader_file("shim", shim), read_loader_file("grub", grub)]
     return record_loaders(inv, out, loaders)
+
+
+def verify_iso(iso: Path, stream: Stream) -> None:
+    """`iso` is the live ISO of the installer's RHCOS (sha256 from its stream); CheckFailed otherwise."""
+    from upi.errors import CheckFailed, UsageError
+
+    built = stream.artifacts.get("iso")
+    if built is None:
+        raise CheckFailed(f"--iso {iso}: the installer's RHCOS stream names no live ISO to check it "
+                          "against; pass --shim and --grub instead")
+    digest = hashlib.sha256()
+    try:
+        with iso.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    except OSError as exc:
+        raise UsageError(f"--iso {iso}: cannot read it: {exc.strerror or exc}") from None
+    if digest.hexdigest() != built.sha256:
+        raise CheckFailed(f"--iso {iso}: sha256 {digest.hexdigest()} is not that of {built.name}, the "
+                          f"live ISO of RHCOS {stream.release} the installer was built for "
+                          f"({built.sha256}); download that one ({built.url})")

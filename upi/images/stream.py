@@ -25,7 +25,8 @@ STREAM_TIMEOUT = 120.0
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # inventory key -> where the stream keeps that artifact under .formats
 _FORMATS = {"kernel": ("pxe", "kernel"), "initramfs": ("pxe", "initramfs"),
-            "rootfs": ("pxe", "rootfs"), "image": ("raw.gz", "disk")}
+            "rootfs": ("pxe", "rootfs"), "image": ("raw.gz", "disk"),
+            "iso": ("iso", "disk")}  # the live ISO: `upi images --iso` takes shim and GRUB from it
 
 
 class StreamError(UpiError):
