@@ -15,9 +15,9 @@ def yes_no(value: object) -> str:
 
 
 def table_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """The node table of `upi validate`: GPUs, BMC and insecure TLS as yes/no."""
+    """The node table of `upi validate`: GPUs, BMC and insecure TLS as yes/no; Secure Boot (or auto)."""
     cols = ["name", "role", "machine", "firmware", "mac", "ip", "install_disk", "gpu", "bmc",
-            "insecure tls"]
+            "insecure tls", "secure boot"]
     if "machine_networks" in doc:  # racks behind relays: which network each node is in
         cols.append("network")
     rows = []
@@ -25,6 +25,7 @@ def table_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         gpu = yes_no(n["gpu"]) + (f" ({n['gpus']})" if n["gpu"] and n["gpus"] else "")
         rows.append([n["name"], n["role"], n["machine"], n["firmware"], n["mac"], n["ip"],
                      n["install_disk"], gpu, yes_no(n["bmc"]), yes_no(n["insecure_tls"]),
+                     "auto" if n["secure_boot"] == "auto" else yes_no(n["secure_boot"]),
                      *([n["network"] or "-"] if "machine_networks" in doc else [])])
     return cols, rows
 
@@ -48,6 +49,8 @@ def summary(inv: Inventory) -> dict[str, Any]:
             "bmc": n.bmc.address if n.bmc else None,
             # TLS to the BMC not verified (verify_tls: false): upi warns at every use
             "insecure_tls": bool(n.bmc and n.bmc.verify_tls is False),
+            # true: handed shim + the signed GRUB; auto: boot-metal asks the BMC (docs/secure-boot.md)
+            "secure_boot": n.secure_boot_mode,
         }
         for n in inv.nodes
     ]
