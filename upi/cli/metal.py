@@ -76,7 +76,9 @@ def boot_metal(
 
     The boot override goes to the BMC's settings object with its ETag where
     one is advertised (DGX/AMI), and is read back before the reset; nodes are
-    handled in parallel. Secure Boot on is warned about (the GPU step needs it off).
+    handled in parallel. A node whose BMC reports Secure Boot on is booted only
+    when the inventory says `secure_boot: true` (the render hands it shim and
+    the signed GRUB; docs/secure-boot.md); it is also warned about for the GPU step.
     With --watch, each node is followed until its Node registers; its per-MAC
     PXE file is then flipped to local boot and pushed (docs/metal.md).
     """
