@@ -7,6 +7,13 @@ openshift-install writes (auth/kubeconfig), legacy discovery, list with a
 resourceVersion, watch as chunked JSON events, the /approval subresource with
 409 on a stale resourceVersion, Table output for `kubectl get`, and Nodes.
 Tests add CSRs and Nodes in-process (add_csr, add_node).
+
+For day 2 it also serves an installed cluster's objects, read with GET:
+ClusterVersion `version` at /apis/config.openshift.io/v1/clusterversions/version
+with status.conditions[type=Available] (OpenShift docs, "ClusterVersion
+[config.openshift.io/v1]", and `oc get clusterversion`'s AVAILABLE column),
+and Secrets at /api/v1/namespaces/<ns>/secrets/<name> with base64 `data`
+(Kubernetes API reference, Secret v1 core); a missing one is a 404 Status.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from kube_tls import serve_tls
 
 CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 NODE_PATH = "/api/v1/nodes"
+CLUSTER_VERSION_PATH = "/apis/config.openshift.io/v1/clusterversions/version"
 CSR_RESOURCES = [
     {"name": "certificatesigningrequests", "singularName": "certificatesigningrequest",
      "namespaced": False, "kind": "CertificateSigningRequest", "shortNames": ["csr"],
@@ -107,6 +115,7 @@ class FakeKube:
         # Bearer tokens the API accepts beside the admin client certificate (kube-apiserver's
         # token authenticators: "Authorization: Bearer <token>", docs: Authenticating).
         self.tokens: set[str] = set()
+        self.objects: dict[str, dict[str, Any]] = {}  # path -> object (set_cluster_version, add_secret)
         self.httpd, self.url, self.kubeconfig, self.ca_pem = serve_tls(workdir, _Handler, self)
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -162,6 +171,30 @@ class FakeKube:
             self.nodes[name] = obj
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)
+
+    def set_cluster_version(self, *, available: bool, version: str = "4.16.3") -> None:
+        """ClusterVersion `version` as the CVO reports it: Available True once installed."""
+        cond = {"type": "Available", "status": "True" if available else "False",
+                "lastTransitionTime": _now(),
+                "message": f"Done applying {version}" if available else "Working towards " + version}
+        self.put_object(CLUSTER_VERSION_PATH, {
+            "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+            "metadata": {"name": "version"}, "spec": {"clusterID": "00000000-0000-4000-8000-000000000001"},
+            "status": {"conditions": [cond], "desired": {"version": version}}})
+
+    def add_secret(self, namespace: str, name: str, data: dict[str, bytes]) -> None:
+        """A Secret as the API returns it: each value base64 in `data`."""
+        self.put_object(f"/api/v1/namespaces/{namespace}/secrets/{name}", {
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {k: base64.b64encode(v).decode() for k, v in data.items()}})
+
+    def put_object(self, path: str, obj: dict[str, Any]) -> None:
+        """Serve `obj` at `path` (GET), with a fresh resourceVersion."""
+        with self.lock:
+            self.rv += 1
+            obj["metadata"]["resourceVersion"] = str(self.rv)
+            self.objects[path] = obj
 
     def add_raw_event(self, line: bytes) -> None:
         """Send `line` as-is to every watch, as one event line (a malformed event, for tests)."""
@@ -307,6 +340,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._list(path, q)
         elif path.startswith((CSR_PATH + "/", NODE_PATH + "/")):
             self._get(path)
+        elif path in self.fake.objects:
+            with self.fake.lock:
+                obj = json.loads(json.dumps(self.fake.objects[path]))
+            self._send(200, obj)
         else:
             self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
 

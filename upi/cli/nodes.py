@@ -1,0 +1,79 @@
+"""`upi nodes add|remove`: day-2 workers joined to or taken out of an installed cluster (docs/day2.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from upi.cli.base import InventoryArg, JsonOpt, duration_option, output_dir, sub_app
+
+nodes_app = sub_app(
+    "nodes",
+    help="Day 2: add workers to an installed cluster, or take them out (docs/day2.md).",
+    epilog="\b\nExamples:\n"
+    "  upi nodes add inventories/dgxpod.yaml worker-2 -o out/dgxpod --dir assets/dgxpod\n"
+    "  upi nodes remove inventories/dgxpod.yaml worker-1 --kubeconfig ~/.kube/config",
+)
+
+NodesArg = Annotated[list[str], typer.Argument(
+    metavar="NODE...", help="Workers of the inventory, by name.", show_default=False)]
+KubeconfigOpt = Annotated[Path | None, typer.Option(
+    "--kubeconfig", metavar="FILE", show_default=False,
+    help="Kubeconfig of the cluster (default: KUBECONFIG, then ASSETS/auth/kubeconfig).")]
+AssetsOpt = Annotated[Path | None, typer.Option(
+    "--dir", metavar="ASSETS", show_default=False,
+    help="openshift-install's assets directory, for its auth/kubeconfig; never modified "
+    "(default: none, see --kubeconfig).")]
+
+
+@nodes_app.command(
+    epilog="\b\nExamples:\n"
+    "  upi nodes add inventories/dgxpod.yaml worker-2 -o out/dgxpod --dir assets/dgxpod\n"
+    "  upi nodes add inventories/dgxpod.yaml worker-2 worker-3 -o out/dgxpod --dry-run\n"
+    "  upi nodes add inventories/dgxpod.yaml worker-2 -o out/dgxpod --no-metal --timeout 2h --json",
+)
+def add(
+    inventory: InventoryArg,
+    nodes: NodesArg,
+    render_dir: Annotated[Path, typer.Option(
+        "-o", "--output", metavar="DIR", show_default=False, parser=output_dir,
+        help="The render dir of the cluster (its files are re-rendered and pushed).")],
+    kubeconfig: KubeconfigOpt = None,
+    assets: AssetsOpt = None,
+    no_metal: Annotated[bool, typer.Option(
+        "--no-metal", help="Drive no BMC: power the nodes on with a one-time network boot by hand.")]
+    = False,
+    no_gpu: Annotated[bool, typer.Option(
+        "--no-gpu", help="Skip the GPU check of the new nodes (`upi gpu --node NODE` does it later).")]
+    = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Check the cluster and the ignition, print what render would change; "
+        "write, push and boot nothing.")] = False,
+    as_json: JsonOpt = False,
+    timeout: Annotated[float, duration_option(
+        "--timeout", unit="m", default=3600, help="Give up on the nodes after this long")] = 3600,
+    poll: Annotated[float, duration_option(
+        "--poll", unit="s", default=10.0, help="How often to look at the cluster while waiting")] = 10.0,
+) -> None:
+    """Join workers already written into the inventory to the installed cluster.
+
+    The cluster must be installed (ClusterVersion Available) and the nodes not
+    Nodes yet. Their ignition is the worker pointer config the cluster serves
+    now (secret openshift-machine-api/worker-user-data-managed), checked and
+    published under each node's own name; the day-1 assets stay untouched.
+    Render + push change only the new nodes' entries (the push lists every
+    changed file); each node with a BMC is network-booted once; only these
+    nodes' CSRs are approved (others stay pending, reported); each PXE file
+    flips to local boot as its Node registers. Exit 0 when every node is
+    Ready, 1 naming the node and the stage that failed, 2 for bad input.
+    A second run changes nothing.
+    """
+    from upi.commands.nodes import add_command
+
+    report = add_command(inventory, nodes, render_dir, kubeconfig=kubeconfig, assets=assets,
+                         metal=not no_metal, gpu=not no_gpu, dry_run=dry_run, as_json=as_json,
+                         timeout=timeout, poll=poll)
+    if not report.ok and not dry_run:
+        raise typer.Exit(1)
