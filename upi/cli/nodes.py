@@ -77,3 +77,48 @@ def add(
                          timeout=timeout, poll=poll)
     if not report.ok and not dry_run:
         raise typer.Exit(1)
+
+
+@nodes_app.command(
+    epilog="\b\nExamples:\n"
+    "  upi nodes remove inventories/dgxpod.yaml worker-1 --dir assets/dgxpod -o out/dgxpod\n"
+    "  upi nodes remove inventories/dgxpod.yaml worker-1 --kubeconfig ~/.kube/config --dry-run\n"
+    "  upi nodes remove inventories/dgxpod.yaml worker-1 --keep-power --drain-timeout 30m --json",
+)
+def remove(
+    inventory: InventoryArg,
+    nodes: NodesArg,
+    kubeconfig: KubeconfigOpt = None,
+    assets: AssetsOpt = None,
+    render_dir: Annotated[Path | None, typer.Option(
+        "-o", "--output", metavar="DIR", show_default=False, parser=output_dir,
+        help="The render dir whose installed record (installed.json) forgets the nodes "
+        "(default: none, the record is left).")] = None,
+    keep_power: Annotated[bool, typer.Option(
+        "--keep-power", help="Leave the machines powered on (default: powered off over Redfish).")]
+    = False,
+    drain_timeout: Annotated[float, duration_option(
+        "--drain-timeout", unit="m", default=600,
+        help="Give up when a PodDisruptionBudget still blocks an eviction after this long")] = 600,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Say which pods would be evicted or left; change nothing.")] = False,
+    as_json: JsonOpt = False,
+    poll: Annotated[float, duration_option(
+        "--poll", unit="s", default=2.0, help="How often to retry a blocked eviction")] = 2.0,
+) -> None:
+    """Take workers out of the installed cluster: cordon, drain, delete the Node, power off.
+
+    The drain is `oc adm drain`'s: each pod is evicted through the Eviction
+    API so PodDisruptionBudgets are honoured (a blocked eviction is retried
+    until --drain-timeout, then exit 1 naming the pod), DaemonSet and static
+    pods stay, and each pod whose emptyDir data is lost is named. Then the
+    Node is deleted, the machine powered off over Redfish (unless
+    --keep-power) and, with -o, its installed record cleared. Remove the
+    node from the inventory afterwards; the next render + push drop its
+    DHCP, DNS, PXE and HAProxy entries (docs/day2.md).
+    """
+    from upi.commands.nodes import remove_command
+
+    remove_command(inventory, nodes, render_dir, kubeconfig=kubeconfig, assets=assets,
+                   keep_power=keep_power, drain_timeout=drain_timeout, dry_run=dry_run,
+                   as_json=as_json, poll=poll)

@@ -24,3 +24,20 @@ def add_command(inventory: Path, names: Sequence[str], out: Path, *, kubeconfig:
             [o.name, o.stage, o.booted or "-", "yes" if o.registered else "no", "yes" if o.ready else "no"]
             for o in report.nodes.values()])
     return report
+
+
+def remove_command(inventory: Path, names: Sequence[str], out: Path | None, *, kubeconfig: Path | None,
+                   assets: Path | None, keep_power: bool, drain_timeout: float, dry_run: bool,
+                   as_json: bool, poll: float) -> None:
+    """Everything `upi nodes remove` does after parsing its arguments."""
+    from upi.day2.remove import RemoveRequest, remove_nodes
+
+    req = RemoveRequest(inventory, names, out, kubeconfig=kubeconfig, assets=assets,
+                        keep_power=keep_power, drain_timeout=drain_timeout, dry_run=dry_run, poll=poll)
+    done = remove_nodes(req, console.progress, console.warn)
+    if as_json:
+        console.print_json([r.as_json() for r in done.values()])
+        return
+    console.print_table(None, ["node", "evicted", "left", "Node deleted", "power", "record cleared"], [
+        [r.name, str(len(r.evicted)), str(len(r.left)), "yes" if r.node_deleted else "no", r.power or "-",
+         "yes" if r.record_cleared else "no"] for r in done.values()])
