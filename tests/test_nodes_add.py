@@ -92,9 +92,11 @@ def kubelet_joins(kube: FakeKube, ami: AmiFake, name: str = "worker-2", *,
     return thread
 
 
-def add(runner: CliRunner, site: Site, kube: FakeKube, *extra: str) -> object:
+def add(runner: CliRunner, site: Site, kube: FakeKube, *extra: str, gpu: bool = False) -> object:
+    """`upi nodes add` worker-2; the GPU step (tests/test_nodes_gpu.py) only when asked for."""
     return runner.invoke(app, ["nodes", "add", str(site.inventory), "worker-2", "-o", str(site.out),
-                               "--kubeconfig", str(kube.kubeconfig), "--poll", "0.2", *extra])
+                               "--kubeconfig", str(kube.kubeconfig), "--poll", "0.2", *extra,
+                               *(() if gpu else ("--no-gpu",))])
 
 
 def test_a_new_dgx_joins_and_only_its_files_and_csrs_change(
@@ -215,3 +217,14 @@ def test_a_bmc_refusing_the_login_is_exit_1_naming_node_and_stage(
     assert "worker-2: stage boot:" in res.stderr and "401" in res.stderr  # type: ignore[attr-defined]
     assert "wrong-password" not in res.output  # type: ignore[attr-defined]
     assert ami.state.resets == [] and kube.approved() == set()
+
+
+def test_the_gpu_step_needs_day_1s_gpu_operator_and_says_so(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+    site = day2_site(runner, tmp_path, example_dir, tls, ami)
+    installed_cluster(kube)
+    kubelet_joins(kube, ami)
+    res = add(runner, site, kube, "--timeout", "60s", gpu=True)
+    assert res.exit_code == 1, res.output  # type: ignore[attr-defined]
+    assert ("worker-2: stage gpu: the cluster has no ClusterPolicy gpu-cluster-policy: install the GPU "
+            "stack once with `upi gpu`") in res.stderr  # type: ignore[attr-defined]

@@ -13,16 +13,15 @@ def add_command(inventory: Path, names: Sequence[str], out: Path, *, kubeconfig:
                 assets: Path | None, metal: bool, gpu: bool, dry_run: bool, as_json: bool,
                 timeout: float, poll: float) -> AddReport:
     """Everything `upi nodes add` does after parsing its arguments."""
-    del gpu  # the new nodes' GPU check is `upi gpu --node NODE` for now (docs/day2.md)
     req = AddRequest(inventory, names, out, kubeconfig=kubeconfig, assets=assets, metal=metal,
-                     dry_run=dry_run, timeout=timeout, poll=poll)
+                     dry_run=dry_run, timeout=timeout, poll=poll, gpu=gpu)
     report = add_nodes(req, console.progress, console.warn)
     if as_json:
         console.print_json(report.as_json())
     else:
-        console.print_table(None, ["node", "stage", "boot", "registered", "ready"], [
-            [o.name, o.stage, o.booted or "-", "yes" if o.registered else "no", "yes" if o.ready else "no"]
-            for o in report.nodes.values()])
+        console.print_table(None, ["node", "stage", "boot", "registered", "ready", "GPUs"], [
+            [o.name, o.stage, o.booted or "-", "yes" if o.registered else "no", "yes" if o.ready else "no",
+             o.gpu or "-"] for o in report.nodes.values()])
     return report
 
 

@@ -37,6 +37,7 @@ class AddRequest:
     dry_run: bool = False
     timeout: float = 3600.0
     poll: float = 10.0
+    gpu: bool = True
 
 
 @dataclass
@@ -48,6 +49,7 @@ class NodeOutcome:
     booted: str = ""  # what the BMC was sent, or what to do by hand
     registered: bool = False
     ready: bool = False
+    gpu: str = ""  # verified, the problem found, or "" (not a GPU node, or --no-gpu)
     error: str = ""
 
     def as_json(self) -> dict[str, Any]:
@@ -114,7 +116,10 @@ def add_nodes(req: AddRequest, say: Say, warn: Say) -> AddReport:
         if req.dry_run:
             return report
         _boot(inv, req, [n for n in names if n not in resumed], report, say, warn)
+        started = time.monotonic()
         _join(conn, kube, inv, req, report, say)
+        if req.gpu:
+            _gpu(kube, inv, req, report, say, warn, left=req.timeout - (time.monotonic() - started))
     finally:
         conn.close()
     return report
@@ -226,6 +231,39 @@ def _boot(inv: Inventory, req: AddRequest, names: list[str], report: AddReport, 
             report.nodes[name].error = why
         first = next(iter(result.errors))
         raise ClusterError(f"{first}: stage boot: {result.errors[first]}")
+
+
+class _Reporter:
+    """The GPU verification's reporter, on the command's progress lines."""
+
+    def __init__(self, say: Say, warn: Say) -> None:
+        self.note, self.warn = say, warn
+
+    def stage(self, name: str, message: str) -> None:
+        """Stages of the GPU flow: said like the others."""
+        self.note(f"gpu: {name} {message}")
+
+
+def _gpu(kube: Any, inv: Inventory, req: AddRequest, report: AddReport, say: Say, warn: Say, *,
+         left: float) -> None:
+    """The new GPU nodes verified (labels, allocatable, a validation pod each) with day 1's operators."""
+    from upi.day2.gpu import verify_gpu_nodes
+    from upi.gpu.steps import Clock
+
+    gpu_nodes = [n.name for n in inv.nodes if n.gpu and n.name in report.nodes]
+    if not gpu_nodes:
+        return
+    for name in gpu_nodes:
+        report.nodes[name].stage = "gpu"
+    clock = Clock(max(left, req.poll), poll=req.poll, settle=30 * req.poll)
+    results = verify_gpu_nodes(kube, inv, gpu_nodes, clock, _Reporter(say, warn))
+    for result in results:
+        outcome = report.nodes[result.node]
+        outcome.gpu = "verified" if result.ok else result.problem
+        outcome.stage = "done" if result.ok else "gpu"
+    bad = [r for r in results if not r.ok]
+    if bad:
+        raise ClusterError("; ".join(f"{r.node}: stage gpu: {r.problem}" for r in bad))
 
 
 def _join(conn: Any, kube: Any, inv: Inventory, req: AddRequest, report: AddReport, say: Say) -> None:
