@@ -228,3 +228,19 @@ def test_the_gpu_step_needs_day_1s_gpu_operator_and_says_so(
     assert res.exit_code == 1, res.output  # type: ignore[attr-defined]
     assert ("worker-2: stage gpu: the cluster has no ClusterPolicy gpu-cluster-policy: install the GPU "
             "stack once with `upi gpu`") in res.stderr  # type: ignore[attr-defined]
+
+
+def test_dry_run_checks_the_cluster_and_says_what_would_change_but_writes_pushes_boots_nothing(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+    site = day2_site(runner, tmp_path, example_dir, tls, ami)
+    installed_cluster(kube)
+    before, out_before = snapshot(site.root), snapshot(site.out)
+    res = add(runner, site, kube, "--dry-run")
+    assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+    err = res.stderr  # type: ignore[attr-defined]
+    assert "ignition: the worker pointer config from secret openshift-machine-api/worker-user-data-managed " \
+           "checked" in err
+    assert "render: would change " in err and "dnsmasq/dhcp-pxe.conf" in err
+    assert "tftp/grub.cfg-01-b8-ce-f6-10-33-48" in err
+    assert snapshot(site.root) == before and snapshot(site.out) == out_before
+    assert ami.state.resets == [] and ami.state.patches == []
