@@ -97,3 +97,22 @@ def test_a_master_is_refused(runner: CliRunner, example_dir: Path, kube: FakeKub
     res = runner.invoke(app, ["nodes", "remove", str(example_dir / "dgxpod.yaml"), "master-0",
                               "--kubeconfig", str(kube.kubeconfig)])
     assert res.exit_code == 2 and "master-0 is a master" in res.stderr
+
+
+def test_after_remove_and_the_inventory_edit_render_and_push_drop_its_entries(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+    import yaml
+
+    site = cluster_with_work(runner, tmp_path, example_dir, tls, ami, kube, allowed=1)
+    assert remove(runner, site, kube).exit_code == 0  # type: ignore[attr-defined]
+    doc = yaml.safe_load(site.inventory.read_text())
+    doc["nodes"] = [n for n in doc["nodes"] if n["name"] != "worker-0"]
+    site.inventory.write_text(yaml.safe_dump(doc))
+    assert runner.invoke(app, ["render", str(site.inventory), "-o", str(site.out)]).exit_code == 0
+    pushed = runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out)])
+    assert pushed.exit_code == 0, pushed.output
+    for conf in ("etc/dnsmasq.d/dhcp-pxe.conf", "etc/dnsmasq.d/dns.conf", "etc/haproxy/haproxy.cfg"):
+        text = (site.root / conf).read_text()
+        assert "10.33.3.44" not in text and "b8:ce:f6:10:33:44" not in text, conf
+    assert "10.33.3.46" in (site.root / "etc/haproxy/haproxy.cfg").read_text()  # worker-1 still serves
+    assert not (site.out / "tftp/grub.cfg-01-b8-ce-f6-10-33-44").exists()
