@@ -7,6 +7,19 @@ openshift-install writes (auth/kubeconfig), legacy discovery, list with a
 resourceVersion, watch as chunked JSON events, the /approval subresource with
 409 on a stale resourceVersion, Table output for `kubectl get`, and Nodes.
 Tests add CSRs and Nodes in-process (add_csr, add_node).
+
+For day 2 it also serves an installed cluster's objects, read with GET:
+ClusterVersion `version` at /apis/config.openshift.io/v1/clusterversions/version
+with status.conditions[type=Available] (OpenShift docs, "ClusterVersion
+[config.openshift.io/v1]", and `oc get clusterversion`'s AVAILABLE column),
+and Secrets at /api/v1/namespaces/<ns>/secrets/<name> with base64 `data`
+(Kubernetes API reference, Secret v1 core); a missing one is a 404 Status.
+Draining a node (kubernetes.io docs, "API-initiated Eviction" and "Safely
+Drain a Node"): Pods listed across namespaces with fieldSelector
+spec.nodeName=<node>; POST .../pods/<name>/eviction with a policy/v1 Eviction
+answers 429 TooManyRequests while a PodDisruptionBudget whose selector
+matches the pod allows no disruption, else deletes the pod (201); Nodes take
+a merge PATCH (spec.unschedulable, as `kubectl cordon`) and DELETE.
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ from kube_tls import serve_tls
 
 CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 NODE_PATH = "/api/v1/nodes"
+CLUSTER_VERSION_PATH = "/apis/config.openshift.io/v1/clusterversions/version"
 CSR_RESOURCES = [
     {"name": "certificatesigningrequests", "singularName": "certificatesigningrequest",
      "namespaced": False, "kind": "CertificateSigningRequest", "shortNames": ["csr"],
@@ -107,6 +121,10 @@ class FakeKube:
         # Bearer tokens the API accepts beside the admin client certificate (kube-apiserver's
         # token authenticators: "Authorization: Bearer <token>", docs: Authenticating).
         self.tokens: set[str] = set()
+        self.objects: dict[str, dict[str, Any]] = {}  # path -> object (set_cluster_version, add_secret)
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> Pod
+        self.pdbs: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> PodDisruptionBudget
+        self.evictions: list[tuple[str, str, int]] = []  # (namespace, pod, HTTP status answered)
         self.httpd, self.url, self.kubeconfig, self.ca_pem = serve_tls(workdir, _Handler, self)
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -162,6 +180,73 @@ class FakeKube:
             self.nodes[name] = obj
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)
+
+    def set_cluster_version(self, *, available: bool, version: str = "4.16.3") -> None:
+        """ClusterVersion `version` as the CVO reports it: Available True once installed."""
+        cond = {"type": "Available", "status": "True" if available else "False",
+                "lastTransitionTime": _now(),
+                "message": f"Done applying {version}" if available else "Working towards " + version}
+        self.put_object(CLUSTER_VERSION_PATH, {
+            "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+            "metadata": {"name": "version"}, "spec": {"clusterID": "00000000-0000-4000-8000-000000000001"},
+            "status": {"conditions": [cond], "desired": {"version": version}}})
+
+    def add_secret(self, namespace: str, name: str, data: dict[str, bytes]) -> None:
+        """A Secret as the API returns it: each value base64 in `data`."""
+        self.put_object(f"/api/v1/namespaces/{namespace}/secrets/{name}", {
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {k: base64.b64encode(v).decode() for k, v in data.items()}})
+
+    def put_object(self, path: str, obj: dict[str, Any]) -> None:
+        """Serve `obj` at `path` (GET), with a fresh resourceVersion."""
+        with self.lock:
+            self.rv += 1
+            obj["metadata"]["resourceVersion"] = str(self.rv)
+            self.objects[path] = obj
+
+    def add_pod(self, namespace: str, name: str, node: str, *, labels: dict[str, str] | None = None,
+                owner: str | None = None, empty_dir: bool = False) -> None:
+        """A running Pod bound to `node`; `owner` the kind of its controller (ReplicaSet, DaemonSet)."""
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {},
+                                "uid": f"uid-{namespace}-{name}"}
+        if owner:
+            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": f"{name}-owner",
+                                        "uid": f"uid-{name}-owner", "controller": True}]
+        volumes = [{"name": "scratch", "emptyDir": {}}] if empty_dir else []
+        with self.lock:
+            self.rv += 1
+            meta["resourceVersion"] = str(self.rv)
+            self.pods[(namespace, name)] = {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                                            "spec": {"nodeName": node, "volumes": volumes},
+                                            "status": {"phase": "Running"}}
+
+    def add_pdb(self, namespace: str, name: str, match_labels: dict[str, str], *,
+                disruptions_allowed: int) -> None:
+        """A PodDisruptionBudget as the disruption controller keeps it (status.disruptionsAllowed)."""
+        with self.lock:
+            self.pdbs[(namespace, name)] = {
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"selector": {"matchLabels": match_labels}},
+                "status": {"disruptionsAllowed": disruptions_allowed}}
+
+    def evict(self, namespace: str, name: str) -> tuple[int, dict[str, Any]]:
+        """The eviction subresource: 429 while a matching PDB allows no disruption, else the pod goes."""
+        with self.lock:
+            pod = self.pods.get((namespace, name))
+            if pod is None:
+                code, doc = 404, status(404, "NotFound", f'pods "{name}" not found')
+            elif any(pdb["metadata"]["namespace"] == namespace
+                     and pdb["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+                     and pdb["status"]["disruptionsAllowed"] < 1 for pdb in self.pdbs.values()):
+                code, doc = 429, status(429, "TooManyRequests", "Cannot evict pod as it would violate "
+                                        "the pod's disruption budget.")
+            else:
+                del self.pods[(namespace, name)]
+                code, doc = 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+            self.evictions.append((namespace, name, code))
+            return code, doc
 
     def add_raw_event(self, line: bytes) -> None:
         """Send `line` as-is to every watch, as one event line (a malformed event, for tests)."""
@@ -307,6 +392,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._list(path, q)
         elif path.startswith((CSR_PATH + "/", NODE_PATH + "/")):
             self._get(path)
+        elif path == "/api/v1/pods":
+            self._pods(q)
+        elif path.startswith("/api/v1/namespaces/") and "/pods/" in path:
+            ns, _, name = path.removeprefix("/api/v1/namespaces/").partition("/pods/")
+            with self.fake.lock:
+                pod = json.loads(json.dumps(self.fake.pods.get((ns, name))))
+            if pod is None:
+                self._send(404, status(404, "NotFound", f'pods "{name}" not found'))
+            else:
+                self._send(200, pod)
+        elif path in self.fake.objects:
+            with self.fake.lock:
+                obj = json.loads(json.dumps(self.fake.objects[path]))
+            self._send(200, obj)
         else:
             self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
 
@@ -322,6 +421,69 @@ class _Handler(BaseHTTPRequestHandler):
         api = "certificates.k8s.io/v1" if path == CSR_PATH else "v1"
         self._send(200, {"kind": kind, "apiVersion": api, "metadata": {"resourceVersion": rv},
                          "items": items})
+
+    def _pods(self, q: dict[str, str]) -> None:
+        field, _, value = q.get("fieldSelector", "").partition("=")
+        with self.fake.lock:
+            items = [json.loads(json.dumps(p)) for p in self.fake.pods.values()
+                     if field != "spec.nodeName" or p["spec"]["nodeName"] == value]
+            rv = str(self.fake.rv)
+        self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": rv},
+                         "items": items})
+
+    def _body(self) -> dict[str, Any]:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")  # type: ignore[no-any-return]
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        if not self._authenticated() or self._tampered("POST"):
+            return
+        body = self._body()
+        path = urlsplit(self.path).path.rstrip("/")
+        rest = path.removeprefix("/api/v1/namespaces/")
+        ns, _, tail = rest.partition("/pods/")
+        name, _, sub = tail.partition("/")
+        if path.startswith("/api/v1/namespaces/") and sub == "eviction":
+            if body.get("kind") != "Eviction" or body.get("metadata", {}).get("name") != name:
+                self._send(400, status(400, "BadRequest",
+                                       "name in URL does not match name in Eviction object"))
+                return
+            self._send(*self.fake.evict(ns, name))
+        else:
+            self._send(405, status(405, "MethodNotAllowed", "the server does not allow this method"))
+
+    def do_PATCH(self) -> None:  # noqa: N802 - http.server's naming
+        if not self._authenticated() or self._tampered("PATCH"):
+            return
+        body = self._body()
+        path = urlsplit(self.path).path.rstrip("/")
+        name = path.removeprefix(NODE_PATH + "/")
+        if not path.startswith(NODE_PATH + "/") or not self.headers.get("Content-Type", "").startswith(
+                "application/merge-patch+json"):
+            self._send(405, status(405, "MethodNotAllowed", "the server does not allow this method"))
+            return
+        with self.fake.lock:
+            node = self.fake.nodes.get(name)
+            if node is not None:
+                node["spec"].update(body.get("spec") or {})
+                self.fake.rv += 1
+                node["metadata"]["resourceVersion"] = str(self.fake.rv)
+                node = json.loads(json.dumps(node))
+        if node is None:
+            self._send(404, status(404, "NotFound", f'nodes "{name}" not found'))
+        else:
+            self._send(200, node)
+
+    def do_DELETE(self) -> None:  # noqa: N802 - http.server's naming
+        if not self._authenticated() or self._tampered("DELETE"):
+            return
+        path = urlsplit(self.path).path.rstrip("/")
+        name = path.removeprefix(NODE_PATH + "/")
+        with self.fake.lock:
+            node = self.fake.nodes.pop(name, None) if path.startswith(NODE_PATH + "/") else None
+        if node is None:
+            self._send(404, status(404, "NotFound", f'nodes "{name}" not found'))
+        else:
+            self._send(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
 
     def _get(self, path: str) -> None:
         parts = path.split("/")

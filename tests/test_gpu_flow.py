@@ -209,3 +209,22 @@ def test_any_of_the_three_nvidia_pci_label_forms_counts(tmp_path: Path, label: s
     result = NodeResult("worker-0")
     assert _labels_problem(node, obj, result) == ""
     assert result.label == f"{label}.present"
+
+
+def test_node_option_verifies_only_the_named_gpu_node(runner, tmp_path: Path) -> None:
+    nodes = sim_nodes()
+    nodes[4] = SimNode("worker-1", 0)  # broken, but not the node asked about (a day-2 DGX check)
+    fake, result = gpu_once(runner, tmp_path, nodes, gpu_inventory(tmp_path), "--node", "worker-0", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [n["node"] for n in doc["nodes"]] == ["worker-0"]
+    assert fake.api.schema_violations == []
+
+
+@pytest.mark.parametrize("name", ["master-0", "worker-9"])
+def test_node_option_names_a_gpu_node_or_exits_2(runner, tmp_path: Path, cluster: FakeGpuCluster,
+                                                name: str) -> None:
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), cluster, "--node", name))
+    assert result.exit_code == 2
+    assert f"--node {name}: not a gpu: true node of" in result.stderr
+    assert "GPU nodes: worker-0, worker-1" in result.stderr

@@ -152,6 +152,27 @@ def test_force_moves_the_older_install_aside(runner, tmp_path: Path) -> None:
     assert (tmp_path / "assets" / "auth" / "kubeadmin-password").read_text() != old_password
 
 
+@pytest.mark.parametrize("installed_by", ["upi wait", "openshift-install"])
+def test_an_installed_clusters_assets_point_to_upi_nodes_add(runner, tmp_path: Path,
+                                                            installed_by: str) -> None:
+    assert ignition(runner, inventory_path("dgxpod"), tmp_path).exit_code == 0
+    assets = tmp_path / "assets"
+    if installed_by == "upi wait":
+        (assets / ".upi-wait.json").write_text('{"done": {"install_complete": 1200.0}}')
+    else:
+        with (assets / ".openshift_install.log").open("a") as log:
+            log.write('time="2026-11-25T10:00:00Z" level=info msg="Install complete!"\n')
+    before = sorted(p.name for p in assets.iterdir())
+    result = ignition(runner, inventory_path("dgxpod"), tmp_path)
+    assert result.exit_code == 2
+    assert "its cluster is installed (Install complete!)" in result.stderr
+    assert "to add workers use `upi nodes add" in result.stderr
+    assert sorted(p.name for p in assets.iterdir()) == before  # nothing moved aside
+    forced = ignition(runner, inventory_path("dgxpod"), tmp_path, "--force")
+    assert forced.exit_code == 0, forced.output
+    assert "--force starts a NEW cluster" in forced.stderr
+
+
 def test_refused_install_config_fails_with_exit_3_meaning(runner, tmp_path: Path) -> None:
     # An OpenShift 4.3 inventory (OpenShiftSDN) handed to a 4.16 installer: a real mistake.
     result = ignition(runner, inventory_path("legacy-4.3"), tmp_path)

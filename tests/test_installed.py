@@ -120,3 +120,16 @@ def test_flip_records_renders_and_pushes_the_per_mac_file(runner: CliRunner, exa
     res = runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out), "--json"])
     assert res.exit_code == 0, res.output
     assert not [f for f in json.loads(res.stdout)["files"] if f["status"] != "unchanged"]
+
+
+def test_saving_the_record_alone_keeps_every_rendered_file(runner: CliRunner, example_dir: Path,
+                                                           tmp_path: Path) -> None:
+    from upi.installed import Installed, save_record
+
+    out = tmp_path / "out"
+    assert runner.invoke(app, ["render", str(example_dir / "dgxpod.yaml"), "-o", str(out)]).exit_code == 0
+    before = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    save_record(out, {"worker-0": Installed("b8:ce:f6:10:33:44", "2026-11-25T10:00:00Z", "test")})
+    after = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    assert [p for p in before if p not in after] == []
+    assert "worker-0" in json.loads((out / "installed.json").read_text())["nodes"]

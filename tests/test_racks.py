@@ -240,9 +240,9 @@ def test_schema_shows_the_rack_and_node_network_keys(runner) -> None:
 
 def test_status_takes_a_rack_address_for_a_machine_that_could_be_a_node() -> None:
     """`upi status` reports unknown clients of the machine networks: the racks are machine networks too."""
-    from upi.status.stages import _machine_ip
+    from upi.status.stages import machine_ip
 
-    ours = _machine_ip(load_inventory(inventory_path("racks")))
+    ours = machine_ip(load_inventory(inventory_path("racks")))
     assert ours("10.40.3.99") and ours("10.40.0.99")
     assert not ours("10.41.0.5")  # a client from elsewhere
     assert not ours("10.40.0.10")  # the provisioner itself
@@ -261,3 +261,20 @@ def test_validate_names_each_nodes_machine_network(runner) -> None:
     assert "rack1 10.40.1.0/24 (relay 10.40.1.2)" in text
     one = json.loads(runner.invoke(app, ["validate", str(inventory_path("dgxpod")), "--json"]).output)
     assert "machine_networks" not in one and "network" not in one["nodes"][0]
+
+
+def test_status_follows_a_stranger_on_a_rack_in_the_access_log(tmp_path: Path) -> None:
+    """The status reader's fast search keys on every machine network, the racks' too: a machine
+    on a rack that no node is (reported under the table) is found like one on machine_cidr."""
+    from datetime import datetime
+
+    from upi.remote import LocalTransport
+    from upi.status.follow import Follower
+
+    inv = load_inventory(inventory_path("racks"))
+    log = tmp_path / "access.log"
+    log.write_text("".join(
+        f'{ip} - - [27/Nov/2026:08:00:0{i} +0000] "GET /index.html HTTP/1.1" 404 153 "-" "curl/8"\n'
+        for i, ip in enumerate(("10.99.0.7", "10.40.0.99", "10.40.3.99", "10.41.3.99"))))
+    events = Follower(inv, "access", str(log)).look(LocalTransport(), datetime.now().astimezone())
+    assert [e.ip for e in events] == ["10.40.0.99", "10.40.3.99"]

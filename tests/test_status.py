@@ -359,6 +359,28 @@ def test_old_ignition_files_are_named_for_an_installed_node_with_no_csr(runner, 
     assert IGNITION_OLD not in _node(doc, "master-0")["causes"]  # it has its client CSR
 
 
+@pytest.mark.parametrize("installed_by", ["upi wait", "openshift-install"])
+def test_old_ignition_on_an_installed_cluster_never_leads_to_upi_ignition(
+        runner, fake, tmp_path, installed_by: str) -> None:
+    assets = fake.kubeconfig.parent.parent
+    ign = assets / "worker.ign"
+    ign.write_text("{}")
+    day_ago = time.time() - 25 * 3600
+    os.utime(ign, (day_ago, day_ago))
+    if installed_by == "upi wait":
+        (assets / ".upi-wait.json").write_text('{"done": {"install_complete": 1200.0}}')
+    else:
+        (assets / ".openshift_install.log").write_text(
+            'time="2026-11-25T10:00:00Z" level=info msg="Install complete!"\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    save_record(out, {"worker-0": Installed("b8:ce:f6:10:33:44", "2026-11-25T10:00:00+00:00", "test")})
+    args = ["--dir", str(assets), "-o", str(out), "--dnsmasq-log", os.devnull, "--stuck-after", "0", "--json"]
+    _, doc = _status(runner, *args)
+    causes = _node(doc, "worker-0")["causes"]
+    assert IGNITION_OLD not in causes and not any("upi ignition" in c for c in causes)
+
+
 def test_unreachable_api_is_reported_and_the_logs_still_shown(runner, tmp_path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -116,6 +116,7 @@ def make_ignition(
     publish = render_dir is None
     render_dir = assets / PUBLISH_STAGING if render_dir is None else render_dir
     _check_dirs(assets, render_dir)
+    _refuse_installed(inventory, assets, force=force, on_warning=on_warning)
     for warning in _make_assets(assets):
         on_warning(warning)
     moved = _clear_old_install(assets, force=force, clock=clock)
@@ -159,6 +160,22 @@ def _publish(inv: Inventory, files: list[RenderedFile], record: bytes) -> PushRe
     http = [RenderedFile(f"{STAGE_DIR}/{f.path}", f.content, PUBLIC) for f in files]
     http.append(RenderedFile(f"{STAGE_DIR}/{RECORD}", record, PUBLIC))
     return push_files(inv, http, target="provisioner")
+
+
+def _refuse_installed(inventory: Path, assets: Path, *, force: bool,
+                      on_warning: Callable[[str], None]) -> None:
+    """An installed cluster's ASSETS: new ignition would be a new cluster; day 2 is `upi nodes add`."""
+    from upi.wait.state import install_completed
+
+    if not install_completed(assets):
+        return
+    how = (f"to add workers use `upi nodes add {inventory} NODE... -o DIR --dir {assets}`: it boots "
+           "them with the worker ignition the cluster serves now (docs/day2.md)")
+    if not force:
+        raise UsageError(f"{assets}: its cluster is installed (Install complete!): `upi ignition` "
+                         f"would make a new cluster identity and move the installed one's state aside; {how}")
+    on_warning(f"{assets}: its cluster is installed; --force starts a NEW cluster (its state moves "
+               f"aside); {how}")
 
 
 def _check_dirs(assets: Path, render_dir: Path) -> None:

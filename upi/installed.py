@@ -101,7 +101,7 @@ def save_record(out: Path, record: dict[str, Installed]) -> None:
     from upi.renderdir import transaction
 
     with transaction(out) as txn:
-        txn.commit([], record=record)
+        txn.commit(None, record=record)  # None: the rendered files stay as they are
 
 
 def installed_nodes(inv: Inventory, record: dict[str, Installed]) -> tuple[frozenset[str], list[str]]:

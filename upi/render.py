@@ -91,14 +91,15 @@ def _dhcp(inv: Inventory) -> RenderedFile:
     return _file("dnsmasq/dhcp-pxe.conf", render_template("dnsmasq/dhcp-pxe.conf.j2", **ctx))
 
 
-def _boot(inv: Inventory, installed: frozenset[str] = frozenset()) -> list[RenderedFile]:
+def _boot(inv: Inventory, installed: frozenset[str] = frozenset(),
+          own_ignition: frozenset[str] = frozenset()) -> list[RenderedFile]:
     out = [
         _file(PXELINUX_FALLBACK, render_template("tftp/pxelinux-default.j2", **_common(inv))),
         _file(GRUB_FALLBACK, render_template("tftp/grub-default.j2", **_common(inv))),
     ]
     # One template call per kind of file, not per node (render_each); the files are
     # those boot_file() makes.
-    entries = boot_entries(inv)
+    entries = boot_entries(inv, own_ignition)
     texts: dict[int, str] = {}  # entry's index -> its file
     for local in (False, True):
         for firmware in (Firmware.bios, Firmware.uefi):
@@ -230,13 +231,15 @@ def install_config_yaml(inv: Inventory) -> str:
 def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
                      retire_bootstrap: bool = False,
                      images: Mapping[str, object] | None = None,
-                     installed: frozenset[str] = frozenset()) -> list[RenderedFile]:
+                     installed: frozenset[str] = frozenset(),
+                     own_ignition: frozenset[str] = frozenset()) -> list[RenderedFile]:
     """Every file of the render layout plus `extra` (e.g. boot loaders), manifest.json last.
 
     `retire_bootstrap`: after bootstrap-complete the HAProxy pools leave the
     bootstrap out, and manifest.json says so (`upi wait` renders this way).
     `installed`: nodes whose per-MAC file boots their disk (upi.installed).
     `images`: the RHCOS files `upi images` recorded, kept in manifest.json.
+    `own_ignition`: day-2 nodes whose per-MAC file names their own ignition file (upi nodes add).
     """
     config = install_config_yaml(inv)
     files = [
@@ -244,7 +247,7 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
         _file("install-config.yaml.orig", config, SECRET),
         *_dns(inv),
         _dhcp(inv),
-        *_boot(inv, installed),
+        *_boot(inv, installed, own_ignition),
         haproxy_cfg(inv, include_bootstrap=not retire_bootstrap),
         *_firewall(inv),
         _prepare(inv),

@@ -136,6 +136,23 @@ def _kept_loaders(tree: Tree | None, previous: dict[str, str]) -> list[RenderedF
     return kept
 
 
+def own_ignition(inv: Inventory, tree: Tree | None) -> frozenset[str]:
+    """Workers whose own ignition file `upi nodes add` published in DIR/http/ (they boot that one)."""
+    import stat
+
+    from upi.facts.boot import own_ignition_path
+    from upi.push.sources import HTTP_DIR
+
+    if tree is None:
+        return frozenset()
+    found = set()
+    for node in inv.nodes:
+        st = tree.lstat(f"{HTTP_DIR}/{own_ignition_path(node.name)}")
+        if st is not None and stat.S_ISREG(st.st_mode):
+            found.add(node.name)
+    return frozenset(found)
+
+
 def build(inv: Inventory, out: Path, tree: Tree | None, records: Records, req: RenderRequest) -> Built:
     """Render `inv` over DIR's `records`: installed nodes boot disk, staged images and loaders stay."""
     last = records.manifest
@@ -151,7 +168,8 @@ def build(inv: Inventory, out: Path, tree: Tree | None, records: Records, req: R
     done, record_notes = installed_nodes(inv, record)
     retire = bool(last.get("bootstrap_retired")) if req.retire_bootstrap is None else req.retire_bootstrap
     # RHCOS files staged by `upi images` stay, recorded as they were (not re-read: they are large).
-    files = render_inventory(inv, extra, retire_bootstrap=retire, installed=done, images=records.images)
+    files = render_inventory(inv, extra, retire_bootstrap=retire, installed=done, images=records.images,
+                             own_ignition=own_ignition(inv, tree))
     notes = warnings(inv)  # the inventory's own (validate prints them too)
     if refused:
         notes.append(f"{out}/manifest.json names {len(refused)} path(s) outside it or unsafe "

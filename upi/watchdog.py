@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -39,3 +40,32 @@ class Watchdog:
             # The plain socket's shutdown: an SSL socket's would drop its state under the reader.
             with contextlib.suppress(OSError):
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+_current = threading.local()  # the watchdog of the request this thread is making
+
+
+class Watched:
+    """A mixin for http.client connections: hands itself to the current watchdog as it connects.
+
+    `watching(dog)` names the watchdog for the connections this thread opens
+    meanwhile (a Redfish request, an image download): the socket is set before
+    the TLS handshake, so the handshake is watched too.
+    """
+
+    def connect(self) -> None:
+        """Connect, the current watchdog (if any) watching this connection."""
+        dog = getattr(_current, "dog", None)
+        if dog is not None:
+            dog.conn = self
+        super().connect()  # type: ignore[misc]
+
+
+@contextlib.contextmanager
+def watching(dog: Watchdog) -> Iterator[Watchdog]:
+    """While the block runs, the connections this thread opens (Watched) are `dog`'s."""
+    _current.dog = dog
+    try:
+        yield dog
+    finally:
+        _current.dog = None

@@ -12,7 +12,6 @@ origin (upi.bmc.origin): every request passes here, redirects included.
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any
 
 from requests.adapters import HTTPAdapter
@@ -20,7 +19,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from upi.digits import natural
-from upi.watchdog import Watchdog
+from upi.watchdog import Watchdog, Watched, watching
 
 if TYPE_CHECKING:
     from upi.bmc.origin import Link
@@ -29,28 +28,17 @@ MAX_ANSWER = 16 * 1024 * 1024  # a Redfish resource is a few kB; a large collect
 DEADLINE_FACTOR = 2.0  # a request may take twice the BMC's timeout: one to answer, one to send it
 CHUNK = 64 * 1024
 
-_current = threading.local()  # the watchdog of the request this thread is making
 
 
 class AnswerRefused(Exception):  # noqa: N818 - not an error of upi's, a reason to report
     """The BMC's answer took too long or was too large (the message says which)."""
 
 
-class _Watched:
-    """A connection that hands itself to the current request's watchdog as it connects."""
-
-    def connect(self) -> None:
-        dog = getattr(_current, "dog", None)
-        if dog is not None:
-            dog.conn = self  # its `sock` is set before the TLS handshake: that is watched too
-        super().connect()  # type: ignore[misc]
-
-
-class _HttpConnection(_Watched, HTTPConnection):
+class _HttpConnection(Watched, HTTPConnection):
     pass
 
 
-class _HttpsConnection(_Watched, HTTPSConnection):
+class _HttpsConnection(Watched, HTTPSConnection):
     pass
 
 
@@ -85,8 +73,7 @@ class BoundedAdapter(HTTPAdapter):
         """
         if self.link is not None:
             self.link.check(request.url)
-        with Watchdog(self.deadline) as dog:
-            _current.dog = dog
+        with Watchdog(self.deadline) as dog, watching(dog):
             try:
                 resp = super().send(request, stream=True, timeout=timeout, verify=verify, cert=cert,
                                     proxies=proxies)
@@ -100,8 +87,6 @@ class BoundedAdapter(HTTPAdapter):
                 if dog.fired:
                     raise self._late() from None
                 raise
-            finally:
-                _current.dog = None
         if dog.fired:
             raise self._late()
         return resp

@@ -13,7 +13,7 @@ import os
 import sys
 
 from upi import console
-from upi.cli import about, check, files, gpu, machines, metal, status  # noqa: F401  (they register their commands)
+from upi.cli import about, check, files, gpu, machines, metal, nodes, status  # noqa: F401  (they register their commands)
 from upi.cli.base import UpiGroup, adopt, app
 
 adopt(app)  # every command registered above gets the shared help and error conventions

@@ -13,7 +13,8 @@ from upi.cli.base import InventoryArg, JsonOpt, app, duration_option
 @app.command(
     epilog="\b\nExamples:\n  upi gpu inventories/dgxpod.yaml --dir assets/dgxpod\n"
     "  upi gpu inventories/dgxpod.yaml --kubeconfig ~/.kube/config --dry-run\n"
-    "  upi gpu inventories/dgxpod.yaml --dir assets/dgxpod --json --timeout 45m",
+    "  upi gpu inventories/dgxpod.yaml --dir assets/dgxpod --json --timeout 45m\n"
+    "  upi gpu inventories/dgxpod.yaml --dir assets/dgxpod --node worker-2",
 )
 def gpu(
     inventory: InventoryArg,
@@ -36,6 +37,10 @@ def gpu(
     poll: Annotated[float, duration_option(
         "--poll", unit="s", default=5.0, help="How often to look at the cluster while waiting")]
     = 5.0,
+    node: Annotated[list[str] | None, typer.Option(
+        "--node", metavar="NODE", show_default=False,
+        help="Verify only this GPU node (a DGX added on day 2); repeatable (default: every GPU node).")]
+    = None,
 ) -> None:
     """Install NFD and the NVIDIA GPU Operator and prove every GPU node works (docs/gpu.md).
 
@@ -53,6 +58,6 @@ def gpu(
     from upi.commands.gpu import gpu_command
 
     report = gpu_command(inventory, kubeconfig=kubeconfig, assets=assets, dry_run=dry_run,
-                         as_json=as_json, timeout_minutes=timeout / 60, poll=poll)
+                         as_json=as_json, timeout_minutes=timeout / 60, poll=poll, nodes=node or [])
     if not report.ok:
         raise typer.Exit(1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from upi import console
@@ -18,29 +19,42 @@ COLUMNS = ["node", "label", "product", "GPUs expected/allocatable", "driver", "v
 
 
 def gpu_command(inventory: Path, *, kubeconfig: Path | None, assets: Path | None, dry_run: bool,
-                as_json: bool, timeout_minutes: float, poll: float = 5.0) -> GpuReport:
+                as_json: bool, timeout_minutes: float, poll: float = 5.0,
+                nodes: Sequence[str] = ()) -> GpuReport:
     """Run `upi gpu` and print its outcome; the caller exits 1 unless the report is ok."""
     check_pace(timeout_minutes, poll)
     inv = load_inventory(inventory, check_files=False)
     if not any(n.gpu for n in inv.nodes):
         raise UsageError(f"{inventory} marks no node gpu: true; upi gpu has nothing to set up")
+    only = gpu_nodes_named(inv, nodes)
     path = find_kubeconfig(kubeconfig, assets)
     with GpuDisplay(out=sys.stderr if as_json else sys.stdout) as display:
         report = gpu_on_cluster(inv, path, display, timeout_minutes=timeout_minutes, poll=poll,
-                                dry_run=dry_run)
+                                dry_run=dry_run, only=only)
     show(report, as_json=as_json)
     return report
 
 
+def gpu_nodes_named(inv: Inventory, names: Sequence[str]) -> frozenset[str]:
+    """--node values: each a `gpu: true` node of the inventory (exit 2 naming the others)."""
+    gpu = [n.name for n in inv.nodes if n.gpu]
+    wrong = [n for n in dict.fromkeys(names) if n not in gpu]
+    if wrong:
+        raise UsageError(f"--node {', '.join(wrong)}: not a gpu: true node of {inv.source} "
+                         f"(GPU nodes: {', '.join(gpu)})")
+    return frozenset(names)
+
+
 def gpu_on_cluster(inv: Inventory, kubeconfig: Path | None, reporter: Reporter, *,
-                   timeout_minutes: float, poll: float, dry_run: bool = False) -> GpuReport:
+                   timeout_minutes: float, poll: float, dry_run: bool = False,
+                   only: frozenset[str] = frozenset()) -> GpuReport:
     """The GPU flow against the kubeconfig's cluster (`upi gpu`, and `upi wait --gpu` after the install)."""
     conn = connect(kubeconfig)
     # Labels follow ClusterPolicy ready within seconds; give them 30 looks before judging.
     clock = Clock(timeout_minutes * 60, poll=poll, settle=30 * poll)
     try:
         return run_gpu(inv, Kube(conn), clock, reporter, dry_run=dry_run,
-                       before_install=secure_boot_warning)
+                       before_install=secure_boot_warning, only=only)
     finally:
         conn.close()
 

@@ -70,9 +70,20 @@ def tftp_path(value: str) -> str:
     return value.lstrip("/")
 
 
-def ignition_url(inv: Inventory, node: Node) -> str:
-    """The ignition file of the node's role on the HTTP server."""
-    return f"{inv.provisioner.http_base_url}/ignition/{node.role.value}.ign"
+# A worker added to an installed cluster (upi nodes add) boots the worker ignition the cluster
+# serves now, published under its own name: the day-1 files stay as `upi ignition` made them.
+OWN_IGNITION_DIR = "ignition/nodes"
+
+
+def own_ignition_path(name: str) -> str:
+    """Where a day-2 node's own ignition file sits, relative to the HTTP root (and DIR/http/)."""
+    return f"{OWN_IGNITION_DIR}/{name}.ign"
+
+
+def ignition_url(inv: Inventory, node: Node, *, own: bool = False) -> str:
+    """The ignition file of the node's role on the HTTP server (`own`: the node's day-2 file)."""
+    rel = own_ignition_path(node.name) if own else f"ignition/{node.role.value}.ign"
+    return f"{inv.provisioner.http_base_url}/{rel}"
 
 
 def kernel_args(inv: Inventory, node: Node) -> tuple[str, ...]:
@@ -87,13 +98,14 @@ def _image_url(inv: Inventory) -> str:
     return artifact_url(inv, image)
 
 
-def _kernel_args(inv: Inventory, node: Node, image_url: str, segs: list[Segment]) -> tuple[str, ...]:
+def _kernel_args(inv: Inventory, node: Node, image_url: str, segs: list[Segment], *,
+                 own: bool = False) -> tuple[str, ...]:
     net = network_args(inv, node, segs)  # bond=, vlan=, ip=, nameserver= from `network:`
     if inv.live_rootfs:
         args = [
             f"coreos.live.rootfs_url={image_url}",
             f"coreos.inst.install_dev={node.disk}",
-            f"coreos.inst.ignition_url={ignition_url(inv, node)}",
+            f"coreos.inst.ignition_url={ignition_url(inv, node, own=own)}",
         ]
     else:
         # 4.1-4.5: the installer initramfs writes a metal image; devices without /dev/.
@@ -103,7 +115,7 @@ def _kernel_args(inv: Inventory, node: Node, image_url: str, segs: list[Segment]
             "coreos.inst=yes",
             f"coreos.inst.install_dev={node.disk.removeprefix('/dev/')}",
             f"coreos.inst.image_url={image_url}",
-            f"coreos.inst.ignition_url={ignition_url(inv, node)}",
+            f"coreos.inst.ignition_url={ignition_url(inv, node, own=own)}",
         ]
     return (*args, *net, *CONSOLE_ARGS, *node.kernel_args)
 
@@ -120,8 +132,13 @@ def secure_boot_nodes(inv: Inventory, reported: Mapping[str, bool | None] | None
                  or (n.secure_boot_mode == "auto" and reported.get(n.name) is True))}
 
 
-def boot_entries(inv: Inventory, reported: Mapping[str, bool | None] | None = None) -> list[BootEntry]:
-    """One entry per node: pxelinux for BIOS, GRUB for UEFI (behind shim with Secure Boot)."""
+def boot_entries(inv: Inventory, own_ignition: frozenset[str] = frozenset(), *,
+                 reported: Mapping[str, bool | None] | None = None) -> list[BootEntry]:
+    """One entry per node: pxelinux for BIOS, GRUB for UEFI (behind shim with Secure Boot), named by MAC.
+
+    `own_ignition`: day-2 nodes that boot their own ignition file (own_ignition_path).
+    `reported`: what the BMCs said of Secure Boot (secure_boot_nodes).
+    """
     out = []
     secure = secure_boot_nodes(inv, reported)
     # The same for every node: worked out once (URL parsing, 15,000 times for 5,000 nodes).
@@ -132,6 +149,7 @@ def boot_entries(inv: Inventory, reported: Mapping[str, bool | None] | None = No
         fw = node.boot_firmware
         path = f"tftp/pxelinux.cfg/{mac_name}" if fw is Firmware.bios else f"tftp/grub.cfg-{mac_name}"
         out.append(BootEntry(node=node, firmware=fw, config_path=path, kernel=kernel, initrd=initrd,
-                             args=_kernel_args(inv, node, image_url, segs),
+                             args=_kernel_args(inv, node, image_url, segs,
+                                                  own=node.name in own_ignition),
                              secure_boot=node.name in secure))
     return out

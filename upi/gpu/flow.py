@@ -81,12 +81,16 @@ def run_gpu(
     *,
     dry_run: bool = False,
     before_install: BeforeInstall | None = None,
+    only: frozenset[str] = frozenset(),
 ) -> GpuReport:
-    """The whole GPU day 2 for the inventory's `gpu: true` nodes; never raises GpuFailed."""
+    """The whole GPU day 2 for the inventory's `gpu: true` nodes; never raises GpuFailed.
+
+    `only`: verify these GPU nodes alone (`upi gpu --node`); the default is every one.
+    """
     report = GpuReport(dry_run=dry_run)
     tracked = _Tracking(reporter, report)
     try:
-        _run(inv, kube, clock, tracked, report, before_install)
+        _run(inv, kube, clock, tracked, report, before_install, only)
     except GpuFailed as exc:
         report.diagnosis = exc.diagnosis
     except ClusterError as exc:  # the API failed mid-run: name the stage it failed in
@@ -123,6 +127,7 @@ def _run(
     reporter: Reporter,
     report: GpuReport,
     before_install: BeforeInstall | None,
+    only: frozenset[str] = frozenset(),
 ) -> None:
     if not any(n.gpu for n in inv.nodes):
         raise GpuFailed(Diagnosis("pre-flight", "inventory", "no node is marked gpu: true"))
@@ -164,7 +169,7 @@ def _run(
     wait_mig(kube, inv, gpu.operator_namespace, clock, reporter)
     reporter.stage("ClusterPolicy ready", "done")
     reporter.stage("verify nodes", "started")
-    report.nodes = list(check_labels(kube, inv, clock).values())
+    report.nodes = list(check_labels(kube, inv, clock, only).values())
     ready = [r for r in report.nodes if not r.problem]  # the others failed on their labels already
     if ready:
         run_validations(kube, inv, ready, gpu.operator_namespace, clock, reporter)

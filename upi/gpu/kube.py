@@ -30,6 +30,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "Namespace"): ("namespaces", False),
     ("v1", "Node"): ("nodes", False),
     ("v1", "Pod"): ("pods", True),
+    ("v1", "Secret"): ("secrets", True),  # day 2 reads the worker ignition (upi.day2.cluster)
     ("config.openshift.io/v1", "ClusterVersion"): ("clusterversions", False),
     ("imageregistry.operator.openshift.io/v1", "Config"): ("configs", False),
     ("image.openshift.io/v1", "ImageStream"): ("imagestreams", True),

@@ -97,9 +97,10 @@ def _mig_problem(node: Node, allocatable: dict[str, str], result: NodeResult) ->
     return ""
 
 
-def check_labels(kube: Kube, inv: Inventory, clock: Clock) -> dict[str, NodeResult]:
-    """Every GPU node's labels and allocatable, given `clock.settle` seconds to converge."""
-    nodes = [n for n in inv.nodes if n.gpu]
+def check_labels(kube: Kube, inv: Inventory, clock: Clock,
+                 only: frozenset[str] = frozenset()) -> dict[str, NodeResult]:
+    """Every GPU node's labels and allocatable (`only`: the named ones), `clock.settle` s to converge."""
+    nodes = [n for n in inv.nodes if n.gpu and (not only or n.name in only)]
     end = time.monotonic() + min(clock.settle, clock.left())
     while True:
         results = {}

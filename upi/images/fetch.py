@@ -13,7 +13,6 @@ import os
 import re
 import ssl
 import stat
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -26,7 +25,7 @@ from urllib.parse import quote, urlsplit
 from upi.digits import natural
 from upi.errors import UsageError
 from upi.safefs import kind_of, shown
-from upi.watchdog import Watchdog
+from upi.watchdog import Watchdog, Watched, watching
 
 CHUNK = 1 << 20
 TIMEOUT = 30.0  # seconds without a byte before a download counts as stalled
@@ -139,24 +138,11 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-_current = threading.local()  # the watchdog of the request this thread is making
-
-
-class _Watched:
-    """A connection that hands itself to the current request's watchdog as it connects."""
-
-    def connect(self) -> None:
-        dog = getattr(_current, "dog", None)
-        if dog is not None:
-            dog.conn = self  # its `sock` is set before the TLS handshake: that is watched too
-        super().connect()  # type: ignore[misc]
-
-
-class _HttpConnection(_Watched, http.client.HTTPConnection):
+class _HttpConnection(Watched, http.client.HTTPConnection):
     pass
 
 
-class _HttpsConnection(_Watched, http.client.HTTPSConnection):
+class _HttpsConnection(Watched, http.client.HTTPSConnection):
     pass
 
 
@@ -177,12 +163,8 @@ class _HttpsHandler(urllib.request.HTTPSHandler):
 @contextlib.contextmanager
 def _watched(seconds: float) -> Iterator[Watchdog]:
     """A watchdog over the connections this thread opens while the block runs."""
-    with Watchdog(seconds) as dog:
-        _current.dog = dog
-        try:
-            yield dog
-        finally:
-            _current.dog = None
+    with Watchdog(seconds) as dog, watching(dog):
+        yield dog
 
 
 def _budget(size: int) -> float:

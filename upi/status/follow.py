@@ -29,6 +29,7 @@ from ipaddress import IPv4Network
 from typing import Literal
 
 from upi.inventory.model import Inventory
+from upi.inventory.segments import segments
 from upi.remote.base import Mark, Transport
 from upi.status.logs import MAX_READ, MONTHS, Event, access_events, dhcp_fields, dnsmasq_event, stamp_of
 from upi.status.stages import http_files, machine_ip
@@ -79,7 +80,8 @@ class Digest:
         self._seen: dict[tuple[object, ...], datetime] = {}
         self._strangers: set[tuple[str, str]] = set()
         self._texts: dict[bytes, tuple[str, str | None, str] | None] = {}  # a DHCP line's text, read
-        self._lead = re.compile(rb"\n(?:::ffff:)?" + net_prefix(inv.network.machine_cidr))
+        nets = b"|".join(net_prefix(seg.cidr) for seg in segments(inv))  # the racks behind relays too
+        self._lead = re.compile(rb"\n(?:::ffff:)?(?:" + nets + rb")")
         self._names = tuple(re.compile(re.escape(n.encode())) for n in (".ign", *self._files))
 
     def _stage_file(self, path: str | None) -> bool:

@@ -140,8 +140,14 @@ def _cluster(inv: Inventory, src: Sources, unread: list[str]) -> Cluster:
 
 
 def _ignition_age(assets: Path | None, now: float) -> float | None:
-    """Seconds since the newest ignition file in ASSETS was written (None: no such file)."""
-    if assets is None:
+    """Seconds since the newest ignition file in ASSETS was written (None: no such file).
+
+    None too once the cluster is installed: its day-1 ignition is never renewed (a new
+    cluster identity); a node added later boots what the cluster serves (upi nodes add).
+    """
+    from upi.wait.state import install_completed
+
+    if assets is None or install_completed(assets):
         return None
     times = [p.stat().st_mtime for p in assets.glob("*.ign") if p.is_file()]
     return now - max(times) if times else None

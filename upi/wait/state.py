@@ -45,3 +45,27 @@ def save_state(assets: Path, state: WaitState) -> None:
     with os.fdopen(fd, "w") as fh:
         json.dump({"done": state.done}, fh, indent=2)
     Path(tmp).replace(assets / STATE_FILE)
+
+
+INSTALLER_LOG = ".openshift_install.log"
+MARK = b"Install complete!"
+
+
+def install_completed(assets: Path) -> bool:
+    """The cluster of ASSETS is installed: `upi wait` recorded install-complete, or the installer logged it.
+
+    Day 2 hangs on this: such a cluster's day-1 ignition is not renewed by `upi ignition` (a new
+    cluster identity) but served by the cluster itself (`upi nodes add`).
+    """
+    from upi.installer_log import parse_line
+
+    if load_state(assets).is_done("install_complete"):
+        return True
+    try:
+        data = (assets / INSTALLER_LOG).read_bytes()
+    except OSError:
+        return False
+    if MARK not in data:
+        return False
+    return any(parse_line(line).kind == "install_complete"
+               for line in data.decode(errors="replace").splitlines() if MARK.decode() in line)
