@@ -193,3 +193,26 @@ def test_check_tftp_fetches_shim_and_the_signed_grub(runner, example_dir: Path, 
     assert gone["TFTP shimx64.efi"]["fix"].endswith(
         "stage the signed pair with `upi images INVENTORY -o DIR --iso RHCOS-LIVE.iso` (or --shim "
         "and --grub), then `upi push INVENTORY -o DIR`")
+
+
+def test_signed_pair_staged_over_the_built_grub_survives_the_next_render(
+        runner, secure_inventory: Path, example_dir: Path, tmp_path: Path, signed: tuple[Path, Path]) -> None:
+    """render --bootloaders (plain), then upi images --shim/--grub, then a Secure Boot render."""
+    require("grub-mkimage")
+    out = tmp_path / "out"
+    plain = example_dir / "plain.yaml"
+    plain.write_text(secure_inventory.read_text().replace(", secure_boot: true", ""))
+    result = runner.invoke(app, ["render", str(plain), "-o", str(out), "--bootloaders"])
+    assert result.exit_code == 0, result.output
+    assert (out / "tftp/grubx64.efi").read_bytes() != signed[1].read_bytes()  # the built one
+    for argv in (["images", str(secure_inventory), "-o", str(out), "--shim", str(signed[0]),
+                  "--grub", str(signed[1])],
+                 ["render", str(secure_inventory), "-o", str(out)],
+                 ["render", str(secure_inventory), "-o", str(out), "--bootloaders"]):
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 0, (argv, result.output)
+        assert (out / "tftp/grubx64.efi").read_bytes() == signed[1].read_bytes(), argv
+    doc = json.loads((out / "manifest.json").read_text())
+    assert "tftp/grubx64.efi" not in doc["files"] and doc["images"]["tftp/grubx64.efi"]["loader"] == "grub"
+    assert (out / "tftp/grubx64.efi").read_bytes() == signed[1].read_bytes()
+    assert (out / "tftp/pxelinux.0").is_file()
