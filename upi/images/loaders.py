@@ -126,8 +126,8 @@ def record_loaders(inv: Inventory, out: Path, loaders: list[Loader]) -> dict[str
         doc.setdefault("openshift_version", inv.cluster.openshift_version)
         # A GRUB an earlier `render --bootloaders` wrote is replaced: no longer a rendered file
         # (else the next render would remove the signed one as stale, or keep the built one).
-        files = doc.get("files") if isinstance(doc.get("files"), dict) else {}
-        doc["files"] = {k: v for k, v in files.items() if k not in records}
+        files = doc.get("files")
+        doc["files"] = {k: v for k, v in files.items() if k not in records} if isinstance(files, dict) else {}
         doc["images"] = dict(sorted((txn.records.images | records).items()))
         txn.write_manifest(RenderedFile(MANIFEST, (json.dumps(doc, indent=2) + "\n").encode(), PUBLIC))
     return records
