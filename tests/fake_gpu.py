@@ -21,6 +21,7 @@ import fake_driver
 import fake_images
 import yaml
 from fake_apiserver import FakeApiServer, Obj, now
+from fake_mco import FakeMco
 from kube_schema import csv as real_csv
 
 NFD_PREFIX = "feature.node.kubernetes.io/"
@@ -106,10 +107,12 @@ class FakeGpuCluster:
         self._mig_lag: dict[str, int] = {}
         self.mig_lag = 0  # controller runs before the MIG manager notices a changed profile
         self._seed()
+        self.mco = FakeMco(self.api)  # the GPU pool's MachineConfigPool rollout (tests/fake_mco.py)
+        self.mco.seed()
         # The operators' CRDs exist only once OLM has run their InstallPlans.
         self.api.withhold("nfd.openshift.io/v1", "NodeFeatureDiscovery")
         self.api.withhold("nvidia.com/v1", "ClusterPolicy")
-        self.api.controllers += [self._olm, self._nfd, self._gpu_operator, self._pods]
+        self.api.controllers += [self.mco.tick, self._olm, self._nfd, self._gpu_operator, self._pods]
 
     def start(self) -> FakeGpuCluster:
         self.api.start()

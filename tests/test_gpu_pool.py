@@ -7,10 +7,14 @@ upi writes is checked against the real CRDs (tests/data/tuning).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from gpu_support import gpu_inventory
+from fake_gpu import FakeGpuCluster
+from gpu_support import clean_cluster, gpu_args, gpu_inventory, start_cluster
 
 from upi.cli import app
 from upi.inventory.loader import load_inventory
@@ -61,3 +65,167 @@ def test_a_bad_pool_section_is_exit_2_naming_file_field_and_line(
     assert result.exit_code == 2, result.output
     assert f"{inv}:{base + line}: {message}" in result.output
     assert "Traceback" not in result.output
+
+
+# --- upi gpu: the pool on the fake cluster ---------------------------------------------------
+
+MCO = "machineconfiguration.openshift.io/v1"
+STATE = "machineconfiguration.openshift.io/state"
+CURRENT = "machineconfiguration.openshift.io/currentConfig"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[FakeGpuCluster]:
+    yield from clean_cluster(tmp_path)
+
+
+def _node(cluster: FakeGpuCluster, name: str) -> dict[str, Any]:
+    node = cluster.api.get("v1", "Node", name)
+    assert node is not None
+    return node
+
+
+def test_upi_gpu_makes_the_gpu_nodes_a_tuned_pool_before_the_operators(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), cluster, "--json"))
+    assert result.exit_code == 0, result.output + cluster.dump()
+    mcp = cluster.api.get(MCO, "MachineConfigPool", "dgx")
+    assert mcp is not None
+    assert mcp["spec"]["nodeSelector"] == {"matchLabels": {"node-role.kubernetes.io/dgx": ""}}
+    assert mcp["spec"]["machineConfigSelector"]["matchExpressions"] == [
+        {"key": "machineconfiguration.openshift.io/role", "operator": "In", "values": ["worker", "dgx"]}]
+    kc = cluster.api.get(MCO, "KubeletConfig", "dgx-kubelet")
+    assert kc is not None and kc["spec"]["kubeletConfig"] == {
+        "cpuManagerPolicy": "static", "topologyManagerPolicy": "restricted",
+        "cpuManagerReconcilePeriod": "5s", "reservedSystemCPUs": "0-1"}
+    rendered = mcp["status"]["configuration"]["name"]
+    assert rendered.startswith("rendered-dgx-")
+    assert "99-dgx-generated-kubelet" in [s["name"] for s in mcp["spec"]["configuration"]["source"]]
+    for name in ("worker-0", "worker-1"):
+        node = _node(cluster, name)
+        assert node["metadata"]["labels"]["node-role.kubernetes.io/dgx"] == ""
+        assert (node["metadata"]["annotations"][CURRENT], node["metadata"]["annotations"][STATE]) == (
+            rendered, "Done")
+        assert node["spec"]["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    # The masters are not in the pool and carry no taint.
+    assert "taints" not in _node(cluster, "master-0")["spec"]
+    assert "node-role.kubernetes.io/dgx" not in _node(cluster, "master-0")["metadata"]["labels"]
+    # One node at a time, and each reboot is said.
+    assert cluster.mco.reboots == ["worker-0", "worker-1"]
+    assert f"Node worker-0: updating to {rendered} (drains and reboots)" in result.stderr
+    assert f"Node worker-1: on {rendered}" in result.stderr
+    # The pool before the operators: the KubeletConfig is written before the first Subscription.
+    paths = [r[1] for r in cluster.api.requests if r[0] == "PATCH"]
+    first_sub = next(i for i, p in enumerate(paths) if "/subscriptions/" in p)
+    assert any("/kubeletconfigs/dgx-kubelet" in p for p in paths[:first_sub])
+    # Everything upi runs on a GPU node tolerates the taint; metrics go to the cluster's monitoring.
+    policy = cluster.api.get("nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy")
+    assert policy is not None
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in policy["spec"][
+        "daemonsets"]["tolerations"]
+    assert policy["spec"]["dcgmExporter"]["serviceMonitor"]["enabled"] is True
+    ns = cluster.api.get("v1", "Namespace", "nvidia-gpu-operator")
+    assert ns is not None and ns["metadata"]["labels"]["openshift.io/cluster-monitoring"] == "true"
+    assert all({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in p["spec"][
+        "tolerations"] for p in cluster.validation_pods)
+
+
+def test_a_second_run_reboots_nothing_and_changes_nothing(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    inv = gpu_inventory(tmp_path)
+    assert runner.invoke(app, gpu_args(inv, cluster)).exit_code == 0
+    reboots = list(cluster.mco.reboots)
+    nodes = {n: json.dumps(_node(cluster, n), sort_keys=True) for n in ("worker-0", "worker-1")}
+    result = runner.invoke(app, gpu_args(inv, cluster, "--json"))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["changed"] is False
+    assert cluster.mco.reboots == reboots
+    for name, before in nodes.items():  # labels, taints, MCO annotations: all as they were
+        after = _node(cluster, name)
+        assert (after["metadata"]["labels"], after["spec"]) == (
+            json.loads(before)["metadata"]["labels"], json.loads(before)["spec"])
+
+
+def test_a_degraded_node_is_exit_1_naming_it_and_the_pools_message(runner, tmp_path: Path) -> None:
+    fake = start_cluster(tmp_path)
+    fake.mco.degrades["worker-1"] = "unexpected on-disk state validating against rendered-dgx-0"
+    try:
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1, result.output
+    assert ("GPU step 'GPU pool' failed at Node worker-1: the machine config daemon reports Degraded: "
+            "unexpected on-disk state validating against rendered-dgx-0") in result.output
+    assert "MachineConfigPool dgx: 1 nodes are reporting degraded status" in result.output
+    assert "Traceback" not in result.output
+    # Nothing after the pool ran: no operator, no taint on a node that is not tuned.
+    assert fake.api.list("operators.coreos.com/v1alpha1", "Subscription") == []
+    assert "taints" not in (fake.api.get("v1", "Node", "worker-1") or {})["spec"]
+
+
+POOL = """gpu_pool:
+  name: gpu
+  taint: {key: example.com/dgx, value: reserved, effect: NoExecute}
+  tuning:
+    topology_manager: single-numa-node
+    hugepages: [{size: 1G, count: 16}]
+    performance_profile:
+      cpu: {reserved: 0-3, isolated: 4-111}
+  metrics: false
+"""
+
+
+def test_a_performance_profile_pool_with_its_own_taint(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, POOL), cluster))
+    assert result.exit_code == 0, result.output + cluster.dump()
+    pp = cluster.api.get("performance.openshift.io/v2", "PerformanceProfile", "gpu")
+    assert pp is not None
+    assert pp["spec"] == {
+        "cpu": {"reserved": "0-3", "isolated": "4-111"},
+        "nodeSelector": {"node-role.kubernetes.io/gpu": ""},
+        "machineConfigPoolSelector": {"pools.operator.machineconfiguration.openshift.io/gpu": ""},
+        "numa": {"topologyPolicy": "single-numa-node"},
+        "hugepages": {"defaultHugepagesSize": "1G", "pages": [{"size": "1G", "count": 16}]},
+    }
+    assert cluster.api.get(MCO, "KubeletConfig", "gpu-kubelet") is None
+    mcp = cluster.api.get(MCO, "MachineConfigPool", "gpu")
+    assert mcp is not None
+    assert "50-performance-gpu" in [s["name"] for s in mcp["spec"]["configuration"]["source"]]
+    own = {"key": "example.com/dgx", "operator": "Exists", "effect": "NoExecute"}
+    assert _node(cluster, "worker-0")["spec"]["taints"] == [
+        {"key": "example.com/dgx", "effect": "NoExecute", "value": "reserved"}]
+    assert all(own in p["spec"]["tolerations"] for p in cluster.validation_pods)
+    policy = cluster.api.get("nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy")
+    assert policy is not None and own in policy["spec"]["daemonsets"]["tolerations"]
+    assert policy["spec"]["dcgmExporter"]["serviceMonitor"]["enabled"] is False
+
+
+def test_taint_none_leaves_the_nodes_untainted(runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, "gpu_pool:\n  taint: none\n"), cluster))
+    assert result.exit_code == 0, result.output
+    assert "taints" not in _node(cluster, "worker-0")["spec"]
+
+
+def test_a_profile_field_the_crd_lacks_is_refused_by_the_server_and_named(
+        runner, tmp_path: Path) -> None:
+    extra = ("gpu_pool:\n  tuning:\n"
+             "    performance_profile: {cpu: {reserved: 0-1, isolated: 2-9}, turbo: true}\n")
+    fake = start_cluster(tmp_path)
+    try:
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, extra), fake))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1, result.output
+    assert "PerformanceProfile dgx" in result.output and "turbo" in result.output
+    assert fake.api.get("performance.openshift.io/v2", "PerformanceProfile", "dgx") is None
+
+
+def test_dry_run_shows_the_pool_and_writes_nothing(runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), cluster, "--dry-run", "--json"))
+    assert result.exit_code == 0, result.output
+    planned = "\n".join(json.loads(result.stdout)["planned"])
+    assert "kind: MachineConfigPool" in planned and "kind: KubeletConfig" in planned
+    assert "node-role.kubernetes.io/dgx: ''" in planned
+    assert cluster.api.get(MCO, "MachineConfigPool", "dgx") is None
+    assert "taints" not in _node(cluster, "worker-0")["spec"]

@@ -22,6 +22,7 @@ from upi.gpu.install import (
 from upi.gpu.kube import Kube
 from upi.gpu.mig import relabel, wait_mig
 from upi.gpu.objects import Obj, dump, packages
+from upi.gpu.pool import plan_pool, setup_pool
 from upi.gpu.preflight import Check, preflight
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
 from upi.gpu.verify import NodeResult, check_labels, record, run_validations
@@ -29,7 +30,8 @@ from upi.inventory.gpu import settings
 from upi.inventory.model import Inventory
 
 OLM = "operators.coreos.com/v1alpha1"
-STAGES = ("pre-flight", "NFD operator", "GPU operator", "operands", "ClusterPolicy ready", "verify nodes")
+STAGES = ("pre-flight", "GPU pool", "NFD operator", "GPU operator", "operands", "ClusterPolicy ready",
+          "verify nodes")
 # Called with the inventory and the reporter before anything is changed (i13: Secure Boot via Redfish).
 BeforeInstall = Callable[[Inventory, Reporter], None]
 
@@ -147,6 +149,9 @@ def _run(
         return
     if before_install is not None:
         before_install(inv, reporter)
+    reporter.stage("GPU pool", "started")
+    setup_pool(kube, inv, clock, report.changes, reporter)
+    reporter.stage("GPU pool", "done")
     gpu = settings(inv)
     nfd_pkg, gpu_pkg = packages(gpu)
     cat_ns = gpu.catalog_sources.namespace
@@ -185,7 +190,7 @@ def plan(inv: Inventory, kube: Kube) -> list[str]:
     """--dry-run: the YAML of every object a run would apply, read-only against the cluster."""
     gpu = settings(inv)
     cat_ns = gpu.catalog_sources.namespace
-    out: list[Obj] = []
+    out: list[Obj] = plan_pool(inv)
     for pkg in packages(gpu):
         out += operator_objects(pkg, choose(kube, pkg, cat_ns), cat_ns)
     docs = [dump(o) for o in out]
