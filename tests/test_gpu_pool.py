@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_gpu import FakeGpuCluster
-from gpu_support import clean_cluster, gpu_args, gpu_inventory, start_cluster
+from fake_gpu import FakeGpuCluster, SimNode
+from gpu_support import clean_cluster, gpu_args, gpu_inventory, gpu_once, sim_nodes, start_cluster
 
 from upi.cli import app
 from upi.inventory.loader import load_inventory
@@ -229,3 +229,82 @@ def test_dry_run_shows_the_pool_and_writes_nothing(runner, tmp_path: Path, clust
     assert "node-role.kubernetes.io/dgx: ''" in planned
     assert cluster.api.get(MCO, "MachineConfigPool", "dgx") is None
     assert "taints" not in _node(cluster, "worker-0")["spec"]
+
+
+# --- DCGM diagnostics -------------------------------------------------------------------------
+
+# `dcgmi diag -r 2` as DCGM 4.4 printed it (quoted in NVIDIA/DCGM issue 124), one GPU.
+DCGM_REPORT = """Successfully ran diagnostic for group.
++---------------------------+------------------------------------------------+
+| Diagnostic                | Result                                         |
++===========================+================================================+
+|-----  Metadata  ----------+------------------------------------------------|
+| DCGM Version              | 4.4.2                                          |
+| Driver Version Detected   | 580.105.08                                     |
+| GPU Device IDs Detected   | 2237                                           |
+|-----  Deployment  --------+------------------------------------------------|
+| software                  | Pass                                           |
+|                           | GPU0: Pass                                     |
++-----  Hardware  ----------+------------------------------------------------+
+| memory                    | Pass                                           |
+|                           | GPU0: Pass                                     |
++-----  Integration  -------+------------------------------------------------+
+| pcie                      | Pass                                           |
+|                           | GPU0: Pass                                     |
++---------------------------+------------------------------------------------+
+"""
+
+
+def test_the_dcgm_report_is_read_per_test_and_gpu() -> None:
+    from upi.gpu.dcgm import parse
+
+    found = [(r.category, r.test, r.gpu, r.result) for r in parse(DCGM_REPORT.splitlines())]
+    assert found == [("Deployment", "software", "0", "Pass"), ("Hardware", "memory", "0", "Pass"),
+                     ("Integration", "pcie", "0", "Pass")]
+    # The DCGM 3 form, a result for all GPUs on the test's row.
+    old = ["|-----  Integration  -------+-----|", "| PCIe                      | Pass - All |",
+           "| GPU Memory                | Fail - GPU: 3 |"]
+    assert [(r.test, r.gpu, r.result) for r in parse(old)] == [("PCIe", "all", "Pass"),
+                                                                 ("GPU Memory", "all", "Fail")]
+
+
+def test_every_gpu_node_is_diagnosed_at_once_and_the_table_shows_it(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, "gpu_pool:\n  diagnosis_level: 2\n"),
+                                         cluster, "--json"))
+    assert result.exit_code == 0, result.output
+    rows = {n["node"]: n for n in json.loads(result.stdout)["nodes"]}
+    assert rows["worker-0"]["diagnosis"] == rows["worker-1"]["diagnosis"] == "level 2: 8 GPUs pass"
+    pods = cluster.diag_pods
+    assert sorted(p["spec"]["nodeSelector"]["kubernetes.io/hostname"] for p in pods) == [
+        "worker-0", "worker-1"]
+    for pod in pods:
+        container = pod["spec"]["containers"][0]
+        assert container["command"] == ["dcgmi", "diag", "-r", "2"]
+        assert container["image"].startswith("nvcr.io/nvidia/cloud-native/dcgm:")  # the CSV's dcgm-image
+        assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+        gpu_taint = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+        assert gpu_taint in pod["spec"]["tolerations"]
+    assert "DCGM diagnostics level 2 on 2 node(s) at once: about 2 minutes" in result.stderr
+    assert not [p for p in cluster.api.list("v1", "Pod") if p["metadata"]["name"].startswith("upi-gpu-dcgm")]
+
+
+def test_a_gpu_failing_a_dcgm_test_is_exit_1_naming_node_gpu_and_test(runner, tmp_path: Path) -> None:
+    nodes = sim_nodes()
+    nodes[4] = SimNode("worker-1", 8, diag_fails=(3, "memory_bandwidth"))
+    inv = gpu_inventory(tmp_path, "gpu_pool:\n  diagnosis_level: 3\n")
+    fake, result = gpu_once(runner, tmp_path, nodes, inv, timeout="1")
+    assert result.exit_code == 1, result.output
+    assert ("GPU step 'diagnose' failed at Node worker-1 GPU 3: DCGM level 3 test 'memory_bandwidth' "
+            "(Stress) failed") in result.output
+    assert "DCGM diagnostics level 3 on 2 node(s) at once: about 30 minutes" in result.output
+    assert "GPU 3 memory_bandwidth Fail" in result.output  # worker-1's row in the table
+    assert "level 3: 8 GPUs pass" in result.output  # worker-0's
+
+
+def test_diagnosis_level_0_runs_no_dcgm_pod(runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, "gpu_pool:\n  diagnosis_level: 0\n"),
+                                         cluster, "--json"))
+    assert result.exit_code == 0, result.output
+    assert cluster.diag_pods == []
+    assert {n["diagnosis"] for n in json.loads(result.stdout)["nodes"]} == {"skipped"}

@@ -40,6 +40,7 @@ class NodeResult:
     driver: str = ""
     validation: str = "not run"
     seconds: float = 0.0
+    diagnosis: str = ""  # the DCGM diagnostics' verdict (upi.gpu.dcgm), per GPU when one fails
     problem: str = ""
     log: tuple[str, ...] = ()
 
