@@ -308,3 +308,38 @@ def test_diagnosis_level_0_runs_no_dcgm_pod(runner, tmp_path: Path, cluster: Fak
     assert result.exit_code == 0, result.output
     assert cluster.diag_pods == []
     assert {n["diagnosis"] for n in json.loads(result.stdout)["nodes"]} == {"skipped"}
+
+
+def _renderable(tmp_path: Path, extra: str) -> Path:
+    """The GPU inventory with the files render reads beside it."""
+    from conftest import inventory_path
+
+    inv = gpu_inventory(tmp_path, extra)
+    for f in ("pull-secret.json", "id_rsa.pub"):
+        (tmp_path / f).write_text(inventory_path("dgxpod").with_name(f).read_text())
+    return inv
+
+
+def test_render_writes_the_pool_and_its_tuning_valid_against_the_real_crds(runner, tmp_path: Path) -> None:
+    import yaml
+    from kube_schema import schema_errors
+
+    inv = _renderable(tmp_path, POOL.replace("  metrics: false\n", ""))
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["render", str(inv), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    pool = sorted(p.name for p in (out / "gpu").glob("0*.yaml"))
+    assert pool == ["00-pool-machineconfigpool.yaml", "01-pool-performanceprofile.yaml"]
+    for name in pool:
+        obj = yaml.safe_load((out / "gpu" / name).read_text())
+        assert schema_errors(obj) == [], name
+    # The KubeletConfig form, with hugepages as a MachineConfig of the pool's role.
+    inv = _renderable(tmp_path, "gpu_pool:\n  tuning:\n    hugepages: [{size: 1G, count: 8}]\n")
+    out = tmp_path / "out2"
+    assert runner.invoke(app, ["render", str(inv), "-o", str(out)]).exit_code == 0
+    pool = sorted(p.name for p in (out / "gpu").glob("0*.yaml"))
+    assert pool == ["00-pool-machineconfigpool.yaml", "01-pool-machineconfig.yaml",
+                    "02-pool-kubeletconfig.yaml"]
+    mc = yaml.safe_load((out / "gpu" / "01-pool-machineconfig.yaml").read_text())
+    assert mc["spec"]["kernelArguments"] == ["default_hugepagesz=1G", "hugepagesz=1G", "hugepages=8"]
+    assert all(schema_errors(yaml.safe_load((out / "gpu" / n).read_text())) == [] for n in pool)
