@@ -186,11 +186,17 @@ def _condition(mcp: Obj, kind: str) -> Obj:
     return next((c for c in (mcp.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
 
 
-def _degraded(kube: Kube, mcp: Obj, ro: Rollout) -> Diagnosis | None:
+def _annotations(kube: Kube, ro: Rollout) -> dict[str, dict[str, str]]:
+    """Each pool node's annotations, from one list of the pool's nodes (not a GET per node)."""
+    found = {n["metadata"]["name"]: n["metadata"].get("annotations") or {}
+             for n in kube.find("v1", "Node", labels={ROLE + ro.pool: ""})}
+    return {name: found.get(name, {}) for name in ro.nodes}
+
+
+def _degraded(mcp: Obj, ro: Rollout, nodes: dict[str, dict[str, str]]) -> Diagnosis | None:
     pool_msg = (_condition(mcp, "NodeDegraded").get("message") or _condition(mcp, "Degraded").get("message")
                 or "")
-    for name in ro.nodes:
-        notes = ((kube.get("v1", "Node", name) or {}).get("metadata") or {}).get("annotations") or {}
+    for name, notes in nodes.items():
         if notes.get(STATE) == "Degraded":
             reason = notes.get(REASON) or "no reason given"
             return Diagnosis("GPU pool", f"Node {name}",
@@ -205,12 +211,9 @@ def _degraded(kube: Kube, mcp: Obj, ro: Rollout) -> Diagnosis | None:
     return None
 
 
-def _progress(kube: Kube, ro: Rollout, reporter: Reporter) -> dict[str, dict[str, str]]:
-    """Each node's annotations; a node whose state moved is reported (Working: it reboots)."""
-    out = {}
-    for name in ro.nodes:
-        notes = ((kube.get("v1", "Node", name) or {}).get("metadata") or {}).get("annotations") or {}
-        out[name] = notes
+def _progress(ro: Rollout, nodes: dict[str, dict[str, str]], reporter: Reporter) -> None:
+    """Report each node whose state moved (Working: it drains and reboots)."""
+    for name, notes in nodes.items():
         state = notes.get(STATE, "")
         if state and ro.seen.get(name) != state:
             if state == "Working":
@@ -218,7 +221,6 @@ def _progress(kube: Kube, ro: Rollout, reporter: Reporter) -> dict[str, dict[str
             elif state == "Done" and name in ro.seen:
                 reporter.note(f"Node {name}: on {notes.get(CURRENT, '?')}")
             ro.seen[name] = state
-    return out
 
 
 def expected_sources(pool: GpuPool) -> list[str]:
@@ -237,10 +239,11 @@ def expected_sources(pool: GpuPool) -> list[str]:
 
 def _rolled_out(kube: Kube, ro: Rollout, reporter: Reporter) -> Obj | None:
     mcp = kube.get(MCO, "MachineConfigPool", ro.pool) or {}
-    bad = _degraded(kube, mcp, ro)
+    notes = _annotations(kube, ro)
+    bad = _degraded(mcp, ro, notes)
     if bad is not None:
         raise GpuFailed(bad)
-    notes = _progress(kube, ro, reporter)
+    _progress(ro, notes, reporter)
     st, spec = mcp.get("status") or {}, mcp.get("spec") or {}
     rendered = (spec.get("configuration") or {}).get("name")
     if not rendered or (st.get("configuration") or {}).get("name") != rendered:
