@@ -67,6 +67,12 @@ def _matches(selector: Obj, labels: dict[str, str]) -> bool:
     return True
 
 
+def _max_unavailable(value: int | str | None, count: int) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        return max(1, count * int(value[:-1]) // 100)
+    return int(value or 1)
+
+
 class FakeMco:
     """The machine config operator's controllers and daemons over a FakeApiServer's store."""
 
@@ -75,6 +81,7 @@ class FakeMco:
         self.degrades: dict[str, str] = {}  # node -> the reason its daemon gives for Degraded
         self.working_ticks: dict[str, int] = {}
         self.reboots: list[str] = []  # nodes in the order they rebooted into a new config
+        self.most_updating = 0  # the most nodes of one pool updating at once
 
     # --- seed: an installed cluster's pools -------------------------------------------
     def seed(self) -> None:
@@ -200,10 +207,13 @@ class FakeMco:
         nodes = [self.api.get("v1", "Node", n["metadata"]["name"]) or n for n in nodes]
         notes = {n["metadata"]["name"]: n["metadata"].get("annotations") or {} for n in nodes}
         busy = [n for n, a in notes.items() if a.get(DESIRED) != a.get(CURRENT) or a.get(STATE) != "Done"]
-        if not busy:  # maxUnavailable 1: the next node only once none is updating
-            todo = sorted(n for n, a in notes.items() if a.get(DESIRED) != target)
-            if todo:
-                self._annotate(todo[0], {DESIRED: target})
+        # Up to maxUnavailable nodes update at once (default 1; a percentage of the pool rounds
+        # down, at least 1: the node controller's getAllCandidateMachines / maxUnavailable).
+        room = _max_unavailable(pool["spec"].get("maxUnavailable"), len(nodes)) - len(busy)
+        todo = sorted(n for n, a in notes.items() if a.get(DESIRED) != target and n not in busy)
+        for name in todo[:max(0, room)]:
+            self._annotate(name, {DESIRED: target})
+        self.most_updating = max(self.most_updating, len(busy) + len(todo[:max(0, room)]))
         self._status(pool, target, nodes)
 
     def _daemon(self, node: Obj, running: str) -> None:

@@ -52,6 +52,8 @@ def test_taint_none_means_no_taint(tmp_path: Path) -> None:
          "gpu_pool.tuning.performance_profile: a PerformanceProfile spec needs cpu.reserved"),
         ("  diagnosis_level: 7\n", 2, "gpu_pool.diagnosis_level: 7 is out of range: it must be at most 4"),
         ("  metrics: maybe\n", 2, "gpu_pool.metrics"),
+        ("  max_unavailable: 0\n", 2, "gpu_pool.max_unavailable: 0 is not a node count"),
+        ("  max_unavailable: 150%\n", 2, "gpu_pool.max_unavailable: '150%' is not a percentage"),
         ("  tunning: {}\n", 2, "gpu_pool"),
     ],
 )
@@ -110,8 +112,9 @@ def test_upi_gpu_makes_the_gpu_nodes_a_tuned_pool_before_the_operators(
     # The masters are not in the pool and carry no taint.
     assert "taints" not in _node(cluster, "master-0")["spec"]
     assert "node-role.kubernetes.io/dgx" not in _node(cluster, "master-0")["metadata"]["labels"]
-    # One node at a time, and each reboot is said.
-    assert cluster.mco.reboots == ["worker-0", "worker-1"]
+    # One node at a time (maxUnavailable 1), and each reboot is said.
+    assert mcp["spec"]["maxUnavailable"] == 1
+    assert cluster.mco.reboots == ["worker-0", "worker-1"] and cluster.mco.most_updating == 1
     assert f"Node worker-0: updating to {rendered} (drains and reboots)" in result.stderr
     assert f"Node worker-1: on {rendered}" in result.stderr
     # The pool before the operators: the KubeletConfig is written before the first Subscription.
@@ -343,3 +346,13 @@ def test_render_writes_the_pool_and_its_tuning_valid_against_the_real_crds(runne
     mc = yaml.safe_load((out / "gpu" / "01-pool-machineconfig.yaml").read_text())
     assert mc["spec"]["kernelArguments"] == ["default_hugepagesz=1G", "hugepagesz=1G", "hugepages=8"]
     assert all(schema_errors(yaml.safe_load((out / "gpu" / n).read_text())) == [] for n in pool)
+
+
+def test_max_unavailable_reboots_that_many_nodes_at_once(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    inv = gpu_inventory(tmp_path, "gpu_pool:\n  max_unavailable: 100%\n")
+    result = runner.invoke(app, gpu_args(inv, cluster))
+    assert result.exit_code == 0, result.output
+    mcp = cluster.api.get(MCO, "MachineConfigPool", "dgx")
+    assert mcp is not None and mcp["spec"]["maxUnavailable"] == "100%"
+    assert cluster.mco.most_updating == 2 and sorted(cluster.mco.reboots) == ["worker-0", "worker-1"]

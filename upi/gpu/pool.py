@@ -53,6 +53,7 @@ def machine_config_pool(pool: GpuPool) -> Obj:
             "machineConfigSelector": {"matchExpressions": [
                 {"key": MC_ROLE, "operator": "In", "values": ["worker", pool.name]}]},
             "nodeSelector": {"matchLabels": {role_label(pool): ""}},
+            "maxUnavailable": pool.max_unavailable,
         },
     }
 

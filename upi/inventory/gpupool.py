@@ -55,6 +55,15 @@ def _cpuset(value: str) -> str:
     return value
 
 
+def _unavailable(value: int | str) -> int | str:
+    """How many nodes reboot at once: a count (1 or more) or a percentage of the pool ("25%")."""
+    if isinstance(value, bool) or (isinstance(value, int) and value < 1):
+        raise ValueError(f"{value!r} is not a node count (1 or more) or a percentage (25%)")
+    if isinstance(value, str) and not re.fullmatch(r"([1-9][0-9]?|100)%", value):
+        raise ValueError(f"{value!r} is not a percentage of the pool (1% to 100%)")
+    return value
+
+
 def _profile(value: dict[str, Any]) -> dict[str, Any]:
     cpu = value.get("cpu")
     if not isinstance(cpu, dict) or not cpu.get("reserved") or not cpu.get("isolated"):
@@ -115,6 +124,7 @@ class GpuPool(_Model):
     name: PoolName = "dgx"
     taint: Annotated[Taint | None, BeforeValidator(_none)] = Taint()
     tuning: Tuning = Tuning()
+    max_unavailable: Annotated[int | str, AfterValidator(_unavailable)] = 1
     diagnosis_level: StrictInt = Field(default=1, ge=0, le=4)
     metrics: bool = True
 

@@ -31,6 +31,7 @@ DESCRIPTIONS = {
     "GpuPool.name": "Pool name: the node role node-role.kubernetes.io/<name> and its MachineConfigPool.",
     "GpuPool.taint": "Taint of the GPU nodes so only GPU work lands there; none: no taint.",
     "GpuPool.tuning": "Kubelet tuning of the pool (KubeletConfig), or a PerformanceProfile in full.",
+    "GpuPool.max_unavailable": "Nodes rebooting at once in the pool's rollout: a count or a percentage.",
     "GpuPool.diagnosis_level": "DCGM diagnostics level per node (dcgmi diag -r N, 1-4); 0: skip.",
     "GpuPool.metrics": "GPU metrics to the cluster's monitoring (DCGM exporter ServiceMonitor).",
     "Taint.key": "Taint key.",
