@@ -7,7 +7,10 @@ controllers do, each behaviour after its upstream source
 - kubelet config controller (pkg/controller/kubelet-config): a KubeletConfig
   whose `machineConfigPoolSelector` matches a pool's labels becomes a
   MachineConfig `99-<pool>-generated-kubelet` of that pool's role, and the
-  KubeletConfig's status gets a `Success` condition.
+  KubeletConfig's status gets a `Success` condition; one that matches no pool
+  (or that the controller cannot turn into a config) gets a `Failure`
+  condition with the error (`Error: could not find any MachineConfigPool set
+  for KubeletConfig <name>`) and no MachineConfig.
 - render controller (pkg/controller/render): the MachineConfigs a pool's
   `machineConfigSelector` selects, merged in name order, become
   `rendered-<pool>-<hash of their content>`; the pool's
@@ -79,6 +82,7 @@ class FakeMco:
     def __init__(self, api: FakeApiServer) -> None:
         self.api = api
         self.degrades: dict[str, str] = {}  # node -> the reason its daemon gives for Degraded
+        self.kubelet_fails: dict[str, str] = {}  # KubeletConfig -> the controller's Failure message
         self.working_ticks: dict[str, int] = {}
         self.reboots: list[str] = []  # nodes in the order they rebooted into a new config
         self.most_updating = 0  # the most nodes of one pool updating at once
@@ -118,6 +122,19 @@ class FakeMco:
     # --- kubelet config controller ----------------------------------------------------
     def _kubelet_configs(self) -> None:
         for kc in self.api.list(MCO, "KubeletConfig"):
+            name = kc["metadata"]["name"]
+            selector = kc["spec"].get("machineConfigPoolSelector") or {}
+            matched = [p for p in self.api.list(MCO, "MachineConfigPool")
+                       if _matches(selector, p["metadata"].get("labels") or {})]
+            missing = f"Error: could not find any MachineConfigPool set for KubeletConfig {name}"
+            failure = self.kubelet_fails.get(name) or (None if matched else missing)
+            if failure:  # the controller's Failure condition (kubelet_config_controller.go)
+                want = {"conditions": [{"type": "Failure", "status": "True", "message": failure,
+                                        "lastTransitionTime": now()}],
+                        "observedGeneration": kc["metadata"].get("generation", 1)}
+                if [c.get("message") for c in (kc.get("status") or {}).get("conditions") or []] != [failure]:
+                    self.api.set_status(MCO, "KubeletConfig", name, "", want)
+                continue
             for pool in self.api.list(MCO, "MachineConfigPool"):
                 selector = kc["spec"].get("machineConfigPoolSelector") or {}
                 if _matches(selector, pool["metadata"].get("labels") or {}):

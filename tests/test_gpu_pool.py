@@ -356,3 +356,17 @@ def test_max_unavailable_reboots_that_many_nodes_at_once(
     mcp = cluster.api.get(MCO, "MachineConfigPool", "dgx")
     assert mcp is not None and mcp["spec"]["maxUnavailable"] == "100%"
     assert cluster.mco.most_updating == 2 and sorted(cluster.mco.reboots) == ["worker-0", "worker-1"]
+
+
+def test_a_kubelet_config_the_mco_refuses_is_exit_1_with_its_message(runner, tmp_path: Path) -> None:
+    fake = start_cluster(tmp_path)
+    refused = "Error: could not find any MachineConfigPool set for KubeletConfig dgx-kubelet"
+    fake.mco.kubelet_fails["dgx-kubelet"] = refused
+    try:
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1, result.output
+    assert ("GPU step 'GPU pool' failed at KubeletConfig dgx-kubelet: the machine config operator "
+            f"refused it: {refused}") in result.output
+    assert fake.mco.reboots == []

@@ -180,6 +180,7 @@ class Rollout:
     pool: str
     nodes: list[str]
     sources: list[str]
+    kubelet: str = ""  # the KubeletConfig whose Failure condition stops the wait
     seen: dict[str, str] = field(default_factory=dict)
 
 
@@ -238,7 +239,26 @@ def expected_sources(pool: GpuPool) -> list[str]:
     return [f"99-{pool.name}-generated-kubelet", *hugepages]
 
 
+def _kubelet_failure(kube: Kube, name: str) -> Diagnosis | None:
+    """The kubelet config controller's `Failure` condition: the tuning will never be rendered."""
+    kc = kube.get(MCO, "KubeletConfig", name) or {}
+    st = kc.get("status") or {}
+    if st.get("observedGeneration", 0) < (kc.get("metadata") or {}).get("generation", 0):
+        return None  # not judged yet: an old verdict on an earlier spec
+    bad = next((c for c in st.get("conditions") or []
+                if c.get("type") == "Failure" and c.get("status") == "True"), None)
+    if bad is None:
+        return None
+    return Diagnosis("GPU pool", f"KubeletConfig {name}", f"the machine config operator refused it: "
+                     f"{bad.get('message') or 'no message'}", fix=f"oc describe kubeletconfig {name}; "
+                     "fix gpu_pool.tuning and run again")
+
+
 def _rolled_out(kube: Kube, ro: Rollout, reporter: Reporter) -> Obj | None:
+    if ro.kubelet:
+        refused = _kubelet_failure(kube, ro.kubelet)
+        if refused is not None:
+            raise GpuFailed(refused)
     mcp = kube.get(MCO, "MachineConfigPool", ro.pool) or {}
     notes = _annotations(kube, ro)
     bad = _degraded(mcp, ro, notes)
@@ -278,7 +298,8 @@ def _stuck(kube: Kube, ro: Rollout) -> Diagnosis:
 def wait_rollout(kube: Kube, inv: Inventory, clock: Clock, reporter: Reporter) -> Obj:
     """Wait for every GPU node to run the pool's rendered config; Degraded is GpuFailed at once."""
     pool = pool_settings(inv)
-    ro = Rollout(pool.name, gpu_nodes(inv), expected_sources(pool))
+    kubelet = "" if pool.tuning.performance_profile is not None else kubelet_config(pool)["metadata"]["name"]
+    ro = Rollout(pool.name, gpu_nodes(inv), expected_sources(pool), kubelet)
     mcp = clock.wait_for(lambda: _rolled_out(kube, ro, reporter), lambda: _stuck(kube, ro))
     rendered = mcp["status"]["configuration"]["name"]
     reporter.note(f"MachineConfigPool {pool.name}: {len(ro.nodes)} node(s) on {rendered}")
