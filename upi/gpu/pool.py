@@ -170,7 +170,8 @@ def taint_nodes(kube: Kube, inv: Inventory, changes: list[Change], reporter: Rep
         # A merge patch replaces the list: send the node's other taints with ours.
         kube.merge_patch("v1", "Node", name, None, {"spec": {"taints": [*others, want]}}, manager=PATCHER)
         changes.append(Change(f"Node {name}", f"tainted {taint.key}:{taint.effect}"))
-        reporter.note(f"Node {name}: tainted {taint.key}={taint.value}:{taint.effect}")
+        shown = f"{taint.key}={taint.value}" if taint.value else taint.key
+        reporter.note(f"Node {name}: tainted {shown}:{taint.effect}")
 
 
 @dataclass
