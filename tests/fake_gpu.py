@@ -21,6 +21,7 @@ import fake_driver
 import fake_images
 import yaml
 from fake_apiserver import FakeApiServer, Obj, now
+from fake_mco import FakeMco
 from kube_schema import csv as real_csv
 
 NFD_PREFIX = "feature.node.kubernetes.io/"
@@ -80,6 +81,7 @@ class SimNode:
     driver_image_pull: bool = False  # the driver image cannot be pulled on this node
     mig_fails: bool = False  # the MIG manager cannot apply the node's layout
     validation_hangs: bool = False  # the validation image cannot be pulled on this node
+    diag_fails: tuple[int, str] | None = None  # (GPU index, DCGM test) that fails `dcgmi diag` here
     rhcos: str = RHCOS
     product: str = "NVIDIA-H100-80GB-HBM3"
     devices: list[dict[str, str]] = field(default_factory=list)
@@ -100,16 +102,19 @@ class FakeGpuCluster:
         self.csv_succeeds = {"nfd": True, "gpu-operator-certified": True}
         self.approved_plans: list[str] = []
         self.validation_pods: list[Obj] = []
+        self.diag_pods: list[Obj] = []  # upi's DCGM diagnostic pods (`dcgmi diag`)
         self.most_validation_pods_at_once = 0  # upi's validation pods seen together in one tick
         self._csv_age: dict[str, int] = {}
         self._mig_seen: dict[str, str] = {}
         self._mig_lag: dict[str, int] = {}
         self.mig_lag = 0  # controller runs before the MIG manager notices a changed profile
         self._seed()
+        self.mco = FakeMco(self.api)  # the GPU pool's MachineConfigPool rollout (tests/fake_mco.py)
+        self.mco.seed()
         # The operators' CRDs exist only once OLM has run their InstallPlans.
         self.api.withhold("nfd.openshift.io/v1", "NodeFeatureDiscovery")
         self.api.withhold("nvidia.com/v1", "ClusterPolicy")
-        self.api.controllers += [self._olm, self._nfd, self._gpu_operator, self._pods]
+        self.api.controllers += [self.mco.tick, self._olm, self._nfd, self._gpu_operator, self._pods]
 
     def start(self) -> FakeGpuCluster:
         self.api.start()
@@ -575,6 +580,7 @@ class FakeGpuCluster:
         container, image = c["name"], c.get("image", "")
         try:
             out = fake_images.run(image, c.get("command"), gpus=wants, cuda_error=sim.validation_fails,
+                                  diag_fails=sim.diag_fails,
                                   gpu_name=((node.get("metadata") or {}).get("labels") or {}).get(
                                       "nvidia.com/gpu.product", sim.product).replace("-", " "))
         except fake_images.UnsupportedCommand as exc:
@@ -593,7 +599,7 @@ class FakeGpuCluster:
             if pod.get("status") != st:
                 self.api.set_status("v1", "Pod", meta["name"], meta["namespace"], st)
             return
-        self.validation_pods.append(pod)
+        (self.diag_pods if c.get("command", [""])[0] == "dcgmi" else self.validation_pods).append(pod)
         phase = "Succeeded" if out.exit_code == 0 else "Failed"
         self.api.pod_logs[(meta["namespace"], meta["name"], container)] = out.log
         terminated = {"exitCode": out.exit_code, "reason": out.reason, **({"message": out.message}

@@ -14,6 +14,13 @@ Kubernetes) and its log holds only what that command prints:
   it when NVIDIA_DRIVER_CAPABILITIES includes `utility`, as the CUDA images set.
   `nvidia-smi -L` prints `GPU 0: <name> (UUID: GPU-...)`; `nvidia-smi` its table.
 
+- `nvcr.io/nvidia/cloud-native/dcgm:*` (the GPU Operator's DCGM image) runs `dcgmi diag -r N`
+  and prints its table as DCGM 4 does (NVIDIA/DCGM dcgmi/Diag.cpp; the output quoted in
+  NVIDIA/DCGM issue 124): Metadata rows, then per category each test's row and one
+  `GPUn: <result>` row per GPU given to the pod. The tests by level follow the DCGM user
+  guide's run levels (software; + pcie, memory; + diagnostic and the stress tests; + memtest,
+  pulse_test). A failing test exits non-zero, as dcgmi returns an error for a failed diag.
+
 An image the registry does not hold cannot be pulled (ErrImagePull, then ImagePullBackOff),
 as on a disconnected cluster that lacks the mirror; a program the image lacks does not
 start (StartError, exit code 128, "executable file not found in $PATH"). A shell script is
@@ -55,6 +62,8 @@ def _kind(image: str) -> str | None:
         return "vectoradd"
     if repo in ("nvcr.io/nvidia/cuda", "nvidia/cuda", "docker.io/nvidia/cuda"):
         return "cuda"
+    if repo == "nvcr.io/nvidia/cloud-native/dcgm":
+        return "dcgm"
     return None
 
 
@@ -68,8 +77,45 @@ def _smi(args: list[str], gpu_name: str) -> str:
             "+-----------------------------------------------------------------------------------------+\n")
 
 
+DIAG_TESTS = {  # level -> (category, test) added at that level
+    1: [("Deployment", "software")],
+    2: [("Integration", "pcie"), ("Hardware", "memory")],
+    3: [("Hardware", "diagnostic"), ("Stress", "targeted_stress"), ("Stress", "targeted_power"),
+        ("Stress", "memory_bandwidth")],
+    4: [("Hardware", "memtest"), ("Stress", "pulse_test")],
+}
+
+
+def _row(left: str, right: str) -> str:
+    return f"| {left:<25} | {right:<46} |\n"
+
+
+def dcgmi_diag(level: int, gpus: int, fails: tuple[int, str] | None) -> tuple[str, int]:
+    """`dcgmi diag -r level`'s table for `gpus` GPUs; `fails`: (GPU index, test) that fails."""
+    tests = [t for lvl in range(1, level + 1) for t in DIAG_TESTS[lvl]]
+    rule = "+" + "-" * 27 + "+" + "-" * 48 + "+\n"
+    out = ["Successfully ran diagnostic for group.\n", rule, _row("Diagnostic", "Result"),
+           "+" + "=" * 27 + "+" + "=" * 48 + "+\n",
+           "|-----  Metadata  ----------+------------------------------------------------|\n",
+           _row("DCGM Version", "4.6.0"), _row("Driver Version Detected", "580.95.05"),
+           _row("GPU Device IDs Detected", ",".join(["2330"] * gpus))]
+    category = "Metadata"
+    failed = False
+    for cat, test in tests:
+        if cat != category:
+            out.append(f"+-----  {cat}  " + "-" * max(1, 19 - len(cat)) + "+" + "-" * 48 + "+\n")
+            category = cat
+        bad = fails is not None and fails[1] == test and fails[0] < gpus
+        failed = failed or bad
+        out.append(_row(test, "Fail" if bad else "Pass"))
+        out += [_row("", f"GPU{i}: {'Fail' if bad and fails and i == fails[0] else 'Pass'}")
+                for i in range(gpus)]
+    out.append(rule)
+    return "".join(out), (226 if failed else 0)
+
+
 def run(image: str, command: list[str] | None, *, gpus: int, gpu_name: str,
-        cuda_error: str | None) -> Outcome:
+        cuda_error: str | None, diag_fails: tuple[int, str] | None = None) -> Outcome:
     """What the container prints and how it exits, given `gpus` GPUs (or MIG devices) it was given.
 
     `cuda_error`: what a CUDA program prints on this node when CUDA cannot start (the node's fault).
@@ -87,6 +133,11 @@ def run(image: str, command: list[str] | None, *, gpus: int, gpu_name: str,
         return Outcome(log=banner)
     if program in ("nvidia-smi", "/usr/bin/nvidia-smi") and gpus:
         return Outcome(log=banner + _smi(args, gpu_name))
+    if kind == "dcgm" and program in ("dcgmi", "/usr/bin/dcgmi") and args[:2] == ["diag", "-r"]:
+        if not gpus:
+            return Outcome(log="Error: No GPUs found to run the diagnostic on\n", exit_code=1, reason="Error")
+        log, code = dcgmi_diag(int(args[2]), gpus, diag_fails)
+        return Outcome(log=log, exit_code=code, reason="Error" if code else "Completed")
     if kind == "vectoradd" and program in VECTORADD_PROGRAMS:
         if not gpus:
             return Outcome(log=banner + "[Vector addition of 50000 elements]\n" + NO_GPU, exit_code=1,

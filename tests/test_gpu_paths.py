@@ -244,8 +244,9 @@ def test_dry_run_on_an_installed_cluster_shows_the_operands_and_writes_nothing(
     doc = json.loads(result.stdout)
     assert doc["dry_run"] is True and doc["changes"] == [] and doc["nodes"] == []
     kinds = [text.split("kind: ", 1)[1].split("\n", 1)[0] for text in doc["planned"]]
-    assert kinds == ["Namespace", "OperatorGroup", "Subscription"] * 2 + [
-        "NodeFeatureDiscovery", "ClusterPolicy"]
+    # The pool first (node labels, MachineConfigPool, KubeletConfig, node taints), then the operators.
+    assert kinds == ["Node"] * 2 + ["MachineConfigPool", "KubeletConfig"] + ["Node"] * 2 + [
+        "Namespace", "OperatorGroup", "Subscription"] * 2 + ["NodeFeatureDiscovery", "ClusterPolicy"]
     assert "rdma:\n      enabled: true" in doc["planned"][-1]
     assert len(_writes(cluster)) == before
 

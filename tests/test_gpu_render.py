@@ -44,7 +44,8 @@ def _rendered(runner, tmp_path: Path, inv: Path) -> dict[str, dict]:
 
 def test_gpu_objects_pass_the_real_crd_schemas(runner, tmp_path: Path) -> None:
     objs = _rendered(runner, tmp_path, _inventory(tmp_path))
-    assert sorted(objs) == ["10-nfd-namespace.yaml", "11-nfd-operatorgroup.yaml", "12-nfd-subscription.yaml",
+    assert sorted(objs) == ["00-pool-machineconfigpool.yaml", "01-pool-kubeletconfig.yaml",
+                            "10-nfd-namespace.yaml", "11-nfd-operatorgroup.yaml", "12-nfd-subscription.yaml",
                             "13-nfd-instance.yaml", "20-gpu-operator-namespace.yaml",
                             "21-gpu-operator-operatorgroup.yaml"]
     for name, obj in objs.items():

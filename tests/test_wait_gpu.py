@@ -21,7 +21,8 @@ from wait_support import installer_log, make_assets, script, state
 from upi.cli import app
 
 pytestmark = pytest.mark.usefixtures("fake_openshift_install")
-GPU_STAGES = ["pre-flight", "NFD operator", "GPU operator", "operands", "ClusterPolicy ready", "verify nodes"]
+GPU_STAGES = ["pre-flight", "GPU pool", "NFD operator", "GPU operator", "operands", "ClusterPolicy ready",
+              "verify nodes", "diagnose"]
 
 
 @pytest.fixture

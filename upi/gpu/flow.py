@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from upi.errors import ClusterError, UsageError
+from upi.gpu.dcgm import diagnose, verdict
 from upi.gpu.install import (
     apply_all,
     choose,
@@ -20,8 +21,9 @@ from upi.gpu.install import (
     wait_policy_ready,
 )
 from upi.gpu.kube import Kube
-from upi.gpu.mig import relabel, wait_mig
+from upi.gpu.mig import mig_nodes, relabel, wait_mig
 from upi.gpu.objects import Obj, dump, packages
+from upi.gpu.pool import plan_pool, setup_pool
 from upi.gpu.preflight import Check, preflight
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
 from upi.gpu.verify import NodeResult, check_labels, record, run_validations
@@ -29,7 +31,8 @@ from upi.inventory.gpu import settings
 from upi.inventory.model import Inventory
 
 OLM = "operators.coreos.com/v1alpha1"
-STAGES = ("pre-flight", "NFD operator", "GPU operator", "operands", "ClusterPolicy ready", "verify nodes")
+STAGES = ("pre-flight", "GPU pool", "NFD operator", "GPU operator", "operands", "ClusterPolicy ready",
+          "verify nodes", "diagnose")
 # Called with the inventory and the reporter before anything is changed (i13: Secure Boot via Redfish).
 BeforeInstall = Callable[[Inventory, Reporter], None]
 
@@ -152,6 +155,9 @@ def _run(
         return
     if before_install is not None:
         before_install(inv, reporter)
+    reporter.stage("GPU pool", "started")
+    setup_pool(kube, inv, clock, report.changes, reporter)
+    reporter.stage("GPU pool", "done")
     gpu = settings(inv)
     nfd_pkg, gpu_pkg = packages(gpu)
     cat_ns = gpu.catalog_sources.namespace
@@ -180,6 +186,16 @@ def _run(
     if bad is not None:
         raise GpuFailed(Diagnosis("verify nodes", f"Node {bad.node}", bad.problem, "", bad.log))
     reporter.stage("verify nodes", "done")
+    reporter.stage("diagnose", "started")
+    # DCGM's diagnostics do not run on GPUs in MIG mode: those nodes are skipped and say so.
+    partitioned = {n.name for n in mig_nodes(inv)}
+    diags = diagnose(kube, inv, [r.node for r in report.nodes if r.node not in partitioned],
+                     gpu.operator_namespace, csvs[1], clock, reporter)
+    for result in report.nodes:  # the table shows each node's verdict, a failed one too
+        result.diagnosis = diags[result.node].summary() if result.node in diags else (
+            "skipped (MIG)" if result.node in partitioned else "skipped")
+    verdict(diags)
+    reporter.stage("diagnose", "done")
     reporter.note(
         "GPUs verified"
         + ("" if report.changed else "; no changes: the cluster already matched the inventory")
@@ -190,7 +206,7 @@ def plan(inv: Inventory, kube: Kube) -> list[str]:
     """--dry-run: the YAML of every object a run would apply, read-only against the cluster."""
     gpu = settings(inv)
     cat_ns = gpu.catalog_sources.namespace
-    out: list[Obj] = []
+    out: list[Obj] = plan_pool(inv)
     for pkg in packages(gpu):
         out += operator_objects(pkg, choose(kube, pkg, cat_ns), cat_ns)
     docs = [dump(o) for o in out]

@@ -21,6 +21,7 @@ from upi.gpu.objects import (
     subscription,
 )
 from upi.gpu.pods import driver_diagnosis
+from upi.gpu.pool import for_pool
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
 from upi.inventory.model import Inventory
 
@@ -191,7 +192,7 @@ def instances(inv: Inventory, nfd_csv: Obj, gpu_csv: Obj) -> list[Obj]:
     """The NodeFeatureDiscovery and the ClusterPolicy, each from its CSV's example; MIG node labels."""
     return [
         nfd_instance(inv, example_of(nfd_csv, "NodeFeatureDiscovery")),
-        cluster_policy(inv, example_of(gpu_csv, "ClusterPolicy")),
+        for_pool(inv, cluster_policy(inv, example_of(gpu_csv, "ClusterPolicy"))),
         *mig_labels(inv),
     ]
 

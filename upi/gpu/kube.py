@@ -42,6 +42,11 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("packages.operators.coreos.com/v1", "PackageManifest"): ("packagemanifests", True),
     ("nfd.openshift.io/v1", "NodeFeatureDiscovery"): ("nodefeaturediscoveries", True),
     ("nvidia.com/v1", "ClusterPolicy"): ("clusterpolicies", False),
+    # The GPU pool (upi.gpu.pool): the machine config operator's kinds, the Node Tuning Operator's profile.
+    ("machineconfiguration.openshift.io/v1", "MachineConfigPool"): ("machineconfigpools", False),
+    ("machineconfiguration.openshift.io/v1", "MachineConfig"): ("machineconfigs", False),
+    ("machineconfiguration.openshift.io/v1", "KubeletConfig"): ("kubeletconfigs", False),
+    ("performance.openshift.io/v2", "PerformanceProfile"): ("performanceprofiles", False),
     # A disconnected cluster (upi.mirror.day2): oc-mirror's mirror sets, the default sources switch.
     ("config.openshift.io/v1", "ImageDigestMirrorSet"): ("imagedigestmirrorsets", False),
     ("config.openshift.io/v1", "ImageTagMirrorSet"): ("imagetagmirrorsets", False),

@@ -142,6 +142,9 @@ def gpu_nodes(inv: Inventory) -> list[str]:
 def render_files(inv: Inventory) -> list[tuple[str, str]]:
     """`gpu/` of the render layout: what is known without a cluster, in apply order.
 
+    The GPU pool's MachineConfigPool and tuning first (`00-pool-*`); the node
+    role labels and taints are `upi gpu`'s, after the pool's rollout.
+
     The GPU Operator's Subscription only when `gpu.operator_channel` pins it
     (otherwise the channel is the catalog's default, read at `upi gpu` time);
     the ClusterPolicy never (it comes from the installed CSV).
@@ -161,6 +164,10 @@ def render_files(inv: Inventory) -> list[tuple[str, str]]:
     ]
     if operator.channel:
         objs.append(("22-gpu-operator-subscription", subscription(operator, cat_ns)))
+    if gpu_nodes(inv):  # the GPU pool and its tuning go first (upi.gpu.pool)
+        from upi.gpu.pool import pool_objects
+
+        objs[:0] = [(f"0{i}-pool-{obj['kind'].lower()}", obj) for i, obj in enumerate(pool_objects(inv))]
     return [(f"gpu/{name}.yaml", dump(obj)) for name, obj in objs]
 
 

@@ -10,6 +10,7 @@ from upi.gpu.kube import Kube
 from upi.gpu.mig import DISABLED, MIG_RESOURCE, offered
 from upi.gpu.objects import PCI_LABELS, Obj
 from upi.gpu.pods import pull_failure
+from upi.gpu.pool import pod_tolerations
 from upi.gpu.steps import Clock, Reporter
 from upi.inventory.gpu import settings
 from upi.inventory.model import Inventory, Node
@@ -39,6 +40,7 @@ class NodeResult:
     driver: str = ""
     validation: str = "not run"
     seconds: float = 0.0
+    diagnosis: str = ""  # the DCGM diagnostics' verdict (upi.gpu.dcgm), per GPU when one fails
     problem: str = ""
     log: tuple[str, ...] = ()
 
@@ -135,7 +137,7 @@ def validation_pod(inv: Inventory, node: str, namespace: str, resource: str = GP
         "spec": {
             "restartPolicy": "Never",
             "nodeSelector": {"kubernetes.io/hostname": node},
-            "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+            "tolerations": pod_tolerations(inv),
             "containers": [container],
         },
     }

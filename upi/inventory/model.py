@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from upi.inventory.gpu import GpuSettings, MigProfile
+from upi.inventory.gpupool import GpuPool
 from upi.inventory.mirror import MirrorSettings
 from upi.inventory.nodenet import NodeNetwork
 from upi.inventory.types import (
@@ -324,6 +325,7 @@ class Inventory(_Model):
     hypervisor: Hypervisor | None = None
     nodes: list[Node] = Field(min_length=1)
     gpu: GpuSettings | None = None
+    gpu_pool: GpuPool | None = None
     csr_approver: CsrApprover | None = None
     mirror: MirrorSettings | None = None
 

@@ -1,0 +1,142 @@
+"""The inventory's `gpu_pool:` section: the DGX nodes as a pool of their own (docs/gpu.md).
+
+Facts: ../shared/data/tuning/README.md. A custom MachineConfigPool selects its
+nodes by `node-role.kubernetes.io/<pool>` and its MachineConfigs by the roles
+`worker` and `<pool>`; a KubeletConfig (or a PerformanceProfile) targets it by
+the pool's label. Kept apart from gpu.py so the pool grows on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, field_validator
+
+if TYPE_CHECKING:
+    from upi.inventory.model import Inventory
+
+# A pool's name becomes a label key's last segment and part of MachineConfig names: a DNS label.
+_POOL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+# A label/taint key: optional DNS-subdomain prefix, then a name segment (apimachinery IsQualifiedName).
+_KEY = re.compile(r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
+# A kubelet cpuset: "0-3", "0,1,56-57" (kubelet's cpuset.Parse).
+_CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+# Sizes the kernel offers on x86_64 (hugepagesz=); the PerformanceProfile spells them the same.
+HUGEPAGE_SIZES = ("2M", "1G")
+
+
+def _pool(value: str) -> str:
+    if value in ("worker", "master") or not _POOL.fullmatch(value):
+        raise ValueError(f"{value!r} is not a pool name (a DNS label other than worker and master)")
+    return value
+
+
+def _key(value: str) -> str:
+    if not _KEY.fullmatch(value):
+        raise ValueError(f"{value!r} is not a taint key (prefix/name, e.g. nvidia.com/gpu)")
+    return value
+
+
+def _value(value: str) -> str:
+    if not _VALUE.fullmatch(value) or len(value) > 63:
+        raise ValueError(f"{value!r} is not a taint value (up to 63 letters, digits, '-', '_', '.')")
+    return value
+
+
+def _cpuset(value: str) -> str:
+    if not _CPUSET.fullmatch(value):
+        raise ValueError(f"{value!r} is not a CPU list (e.g. 0-1 or 0,1,56-57)")
+    for part in value.split(","):
+        low, _, high = part.partition("-")
+        if high and int(high) < int(low):
+            raise ValueError(f"{value!r}: the range {part} runs backwards")
+    return value
+
+
+def _unavailable(value: int | str) -> int | str:
+    """How many nodes reboot at once: a count (1 or more) or a percentage of the pool ("25%")."""
+    if isinstance(value, bool) or (isinstance(value, int) and value < 1):
+        raise ValueError(f"{value!r} is not a node count (1 or more) or a percentage (25%)")
+    if isinstance(value, str) and not re.fullmatch(r"([1-9][0-9]?|100)%", value):
+        raise ValueError(f"{value!r} is not a percentage of the pool (1% to 100%)")
+    return value
+
+
+def _profile(value: dict[str, Any]) -> dict[str, Any]:
+    cpu = value.get("cpu")
+    if not isinstance(cpu, dict) or not cpu.get("reserved") or not cpu.get("isolated"):
+        raise ValueError("a PerformanceProfile spec needs cpu.reserved and cpu.isolated (CPU lists)")
+    return value
+
+
+def _none(value: Any) -> Any:
+    """`taint: none` (the word, as the admin writes it) means no taint."""
+    return None if value == "none" else value
+
+
+PoolName = Annotated[str, AfterValidator(_pool)]
+CpuSet = Annotated[str, AfterValidator(_cpuset)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Taint(_Model):
+    """The taint that keeps everything but GPU work off the pool's nodes."""
+
+    key: Annotated[str, AfterValidator(_key)] = "nvidia.com/gpu"
+    value: Annotated[str, AfterValidator(_value)] = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class Hugepages(_Model):
+    """Hugepages reserved at boot on every node of the pool."""
+
+    size: Literal["2M", "1G"]
+    count: StrictInt = Field(ge=1, le=1_000_000)
+
+
+class Tuning(_Model):
+    """Kubelet tuning of the pool: a KubeletConfig, or a PerformanceProfile in full."""
+
+    cpu_manager: Literal["static", "none"] = "static"
+    reserved_cpus: CpuSet = "0-1"
+    topology_manager: Literal["none", "best-effort", "restricted", "single-numa-node"] = "restricted"
+    hugepages: list[Hugepages] = Field(default_factory=list)
+    performance_profile: Annotated[dict[str, Any], AfterValidator(_profile)] | None = None
+
+    @field_validator("hugepages")
+    @classmethod
+    def _one_count_per_size(cls, value: list[Hugepages]) -> list[Hugepages]:
+        sizes = [h.size for h in value]
+        twice = next((s for s in sizes if sizes.count(s) > 1), None)
+        if twice:
+            raise ValueError(f"the size {twice} is given twice (one count per size)")
+        return value
+
+
+class GpuPool(_Model):
+    """The GPU nodes as their own MachineConfigPool: taint, tuning, diagnosis, metrics."""
+
+    name: PoolName = "dgx"
+    taint: Annotated[Taint | None, BeforeValidator(_none)] = Taint()
+    tuning: Tuning = Tuning()
+    max_unavailable: Annotated[int | str, AfterValidator(_unavailable)] = 1
+    diagnosis_level: StrictInt = Field(default=1, ge=0, le=4)
+    metrics: bool = True
+
+
+DEFAULT = GpuPool()
+
+
+def pool_settings(inv: Inventory) -> GpuPool:
+    """The inventory's `gpu_pool:` section, or every default."""
+    return inv.gpu_pool or DEFAULT
+
+
+def pool_taint(inv: Inventory) -> Taint | None:
+    """The taint the GPU nodes carry, None with `taint: none`."""
+    return pool_settings(inv).taint
