@@ -126,17 +126,18 @@ def images(
     src: Annotated[str | None, typer.Option(
         "--from", metavar="SRC", show_default=False,
         help="A directory holding the downloaded RHCOS files, or an http(s):// mirror URL "
-        "(files fetched as SRC/NAME; SRC/sha256sum.txt is read when present).")] = None,
+        "(files fetched as SRC/NAME; SRC/sha256sum.txt is read when present) (default: none, "
+        "only the signed loaders of --iso or --shim/--grub).")] = None,
     openshift_install: Annotated[Path | None, typer.Option(
         "--openshift-install", metavar="PATH",
         help="The installer binary (default: $UPI_OPENSHIFT_INSTALL, then PATH).")] = None,
     shim: Annotated[Path | None, typer.Option(
-        "--shim", metavar="PATH", help="Signed shimx64.efi for Secure Boot nodes (with --grub).")] = None,
+        "--shim", metavar="PATH", help="Signed shimx64.efi for Secure Boot nodes (with --grub; default: none).")] = None,
     grub: Annotated[Path | None, typer.Option(
-        "--grub", metavar="PATH", help="The signed grubx64.efi of the same vendor (with --shim).")] = None,
+        "--grub", metavar="PATH", help="The signed grubx64.efi of the same vendor (with --shim; default: none).")] = None,
     iso: Annotated[Path | None, typer.Option(
         "--iso", metavar="PATH", help="The RHCOS live ISO: shim and GRUB are taken from its EFI "
-        "boot image (instead of --shim/--grub).")] = None,
+        "boot image (instead of --shim/--grub; default: none).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Stage the RHCOS kernel, initramfs and rootfs the boot files name, sha256-checked.
@@ -159,7 +160,9 @@ def images(
     from upi.errors import CheckFailed, UsageError
     from upi.images import images as do_images
     from upi.images import signed_loaders
+    from upi.inventory import load_inventory
 
+    load_inventory(inventory, check_files=False)  # a broken inventory is named before any option
     if src is None and shim is None and grub is None and iso is None:
         raise UsageError("--from: name the RHCOS files to stage (--from SRC), or the signed "
                          "loaders (--iso, or --shim and --grub), or both")
