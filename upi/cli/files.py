@@ -132,9 +132,11 @@ def images(
         "--openshift-install", metavar="PATH",
         help="The installer binary (default: $UPI_OPENSHIFT_INSTALL, then PATH).")] = None,
     shim: Annotated[Path | None, typer.Option(
-        "--shim", metavar="PATH", help="Signed shimx64.efi for Secure Boot nodes (with --grub; default: none).")] = None,
+        "--shim", metavar="PATH",
+        help="Signed shimx64.efi for Secure Boot nodes (with --grub; default: none).")] = None,
     grub: Annotated[Path | None, typer.Option(
-        "--grub", metavar="PATH", help="The signed grubx64.efi of the same vendor (with --shim; default: none).")] = None,
+        "--grub", metavar="PATH",
+        help="The signed grubx64.efi of the same vendor (with --shim; default: none).")] = None,
     iso: Annotated[Path | None, typer.Option(
         "--iso", metavar="PATH", help="The RHCOS live ISO: shim and GRUB are taken from its EFI "
         "boot image (instead of --shim/--grub; default: none).")] = None,
