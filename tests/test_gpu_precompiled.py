@@ -84,6 +84,53 @@ def reg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRegistry]:
         yield running
 
 
+def _cluster_site(tmp_path: Path, reg: RunningRegistry, branch: str) -> Path:
+    """dgxpod (GPU counts as the fake cluster has them) pulling precompiled drivers from `reg`."""
+    import base64
+    import json
+
+    from gpu_support import gpu_inventory
+
+    auth = base64.b64encode(f"{reg.user}:{reg.password}".encode()).decode()
+    (tmp_path / "pull-secret.json").write_text(json.dumps({"auths": {reg.host: {"auth": auth}}}))
+    (tmp_path / "registry-ca.pem").write_bytes(reg.ca.cert_pem)
+    (tmp_path / "id_rsa.pub").write_text((INVENTORIES / "id_rsa.pub").read_text())
+    path = gpu_inventory(tmp_path, f"gpu:\n  driver: precompiled\n  precompiled: "
+                                   f"{{repository: '{reg.host}/nvidia', version: '{branch}'}}\n")
+    path.write_text(path.read_text().replace(
+        "  pull_secret_file: pull-secret.json\n",
+        "  pull_secret_file: pull-secret.json\n  additional_trust_bundle_file: registry-ca.pem\n"))
+    return path
+
+
+@pytest.mark.parametrize("branch", ["580", "535"])
+def test_upi_gpu_preflight_asks_the_registry_for_each_gpu_nodes_kernel(
+        runner, tmp_path: Path, reg: RunningRegistry, branch: str) -> None:
+    from fake_gpu import KERNEL as NODE_KERNEL
+    from gpu_support import clean_cluster, gpu_args
+
+    from upi.cli import app
+
+    assert NODE_KERNEL == KERNEL
+    path = _cluster_site(tmp_path, reg, branch)
+    cluster_gen = clean_cluster(tmp_path)
+    cluster = next(cluster_gen)
+    try:
+        result = runner.invoke(app, gpu_args(path, cluster, "--dry-run"))
+    finally:
+        cluster_gen.close()
+    said = " ".join(result.output.split())
+    if branch == "580":
+        assert result.exit_code == 0, result.output
+        assert f"ok precompiled driver images: worker-0: {KERNEL}, worker-1: {KERNEL}" in said
+    else:
+        assert result.exit_code == 1, result.output
+        assert (f"worker-0 (kernel {KERNEL}): no precompiled driver {reg.host}/{REPO}:535-{KERNEL}-rhcos4.16;"
+                f" nearest tags: ") in said
+        assert "worker-1 (kernel" in said and reg.password not in result.output
+    assert "Traceback" not in result.output
+
+
 def _site(tmp_path: Path, reg: RunningRegistry, **kw: object) -> Path:
     path = mirror_inventory(tmp_path, reg, **kw)  # type: ignore[arg-type]
     text = path.read_text().replace("gpu:\n", f"gpu:\n  driver: precompiled\n  precompiled: "
