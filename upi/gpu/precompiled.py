@@ -16,6 +16,7 @@ the pre-flight asks the registry first.
 from __future__ import annotations
 
 import difflib
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -95,16 +96,22 @@ def missing_tags(inv: Inventory, nodes: list[NodeKernel], timeout: float = 10.0)
     from upi.mirror.auth import credentials_for
     from upi.mirror.refs import parse_image
     from upi.mirror.registry import Registry, trust
-    from upi.safefs import read_named_text
+    from upi.safefs import UnreadableFile, read_named_text
 
     pre = settings(inv).precompiled
     ref = parse_image(f"{pre.repository}/{pre.image}")
     c = inv.cluster
-    secret = read_named_text(inv.resolve(c.pull_secret_file))
-    bundle = inv.resolve(c.additional_trust_bundle_file) if c.additional_trust_bundle_file else None
-    client = Registry(ref.registry, credentials_for(secret, ref.registry, ref.repository), trust(bundle),
-                      timeout)
     where = f"{ref.registry}/{ref.repository}"
+    try:
+        secret = read_named_text(inv.resolve(c.pull_secret_file))
+        bundle = inv.resolve(c.additional_trust_bundle_file) if c.additional_trust_bundle_file else None
+        context = trust(bundle)
+    except (UnreadableFile, OSError, ssl.SSLError) as exc:
+        # upi gpu may run where the install's files are not: the check says so, the run stops there.
+        why = str(exc) if isinstance(exc, UnreadableFile) else \
+            f"the trust bundle {c.additional_trust_bundle_file}: {getattr(exc, 'strerror', None) or exc}"
+        return [f"{where}: not asked: {why}"]
+    client = Registry(ref.registry, credentials_for(secret, ref.registry, ref.repository), context, timeout)
     down = client.ping()
     if down is not None:
         return [f"{where}: {down}"]
@@ -119,9 +126,7 @@ def missing_tags(inv: Inventory, nodes: list[NodeKernel], timeout: float = 10.0)
             problems.append(f"{n.node} (kernel {n.kernel}): {where}:{tag}: {probe.verdict}, {probe.detail}")
             continue
         if listed is None:
-            listed, why = client.tags(ref.repository)
-            if why:
-                listed = []
+            listed, _ = client.tags(ref.repository)  # no list: no nearest tags, the tag is still named
         near = nearest(listed, tag)
         problems.append(f"{n.node} (kernel {n.kernel}): no precompiled driver {where}:{tag}; nearest "
                         f"tags: {', '.join(near) if near else 'none (the repository lists no tags)'}")
