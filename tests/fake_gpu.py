@@ -59,6 +59,8 @@ MELLANOX_PCI = {"class": "0207", "vendor": "15b3", "device": "101d"}
 # What modprobe prints when Secure Boot refuses the unsigned module (in nvidia-driver-ctr's log).
 DRIVER_LOAD_FAIL = "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"
 RHCOS = "416.94.202406251923-0"  # the nodes' RHCOS build (NFD's OSTREE_VERSION label)
+# The kubelet's uname -r in status.nodeInfo.kernelVersion (k8s core/v1 NodeSystemInfo): RHCOS 4.16's kernel.
+KERNEL = "5.14.0-427.26.1.el9_4.x86_64"
 DTK_IMAGE = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "5e" * 32
 REGISTRY_STALL = (
     "Waiting for the build-dockercfg secret of serviceaccount nvidia-driver in nvidia-gpu-operator\n"
@@ -210,7 +212,8 @@ class FakeGpuCluster:
                     "status": {
                         "conditions": [{"type": "Ready", "status": "True" if sim.ready else "False"}],
                         "allocatable": {"cpu": "224", "memory": "2063772Mi", "pods": "250"},
-                        "nodeInfo": {"osImage": "Red Hat Enterprise Linux CoreOS 416.94"},
+                        "nodeInfo": {"osImage": "Red Hat Enterprise Linux CoreOS 416.94",
+                                     "kernelVersion": KERNEL},
                     },
                 }
             )

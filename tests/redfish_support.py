@@ -21,6 +21,14 @@ Switches model DGX firmware as it is in the field (issue 24), each after a sourc
   `Ami.1.0.OperationSupportedInFutureStateURI` (same registry: the operation
   is supported only at the settings, "future state", URI, `<system>/SD`);
 - `pending_only`: SD lists only the pending keys, not the current ones.
+The system links its SecureBoot resource (DMTF SecureBoot.v1_1_0 schema:
+`SecureBootEnable` writable, `SecureBootCurrentBoot` Enabled/Disabled during
+this boot and unchanged until the system resets, `SecureBootMode`); it has an
+ETag, a PATCH with a stale If-Match is answered 412 (DSP0266 / RFC 7232 3.1),
+and a reset makes the current boot follow `SecureBootEnable`. Its switches:
+`secure_boot_link` (False: the system links no SecureBoot, as BMCs without
+the resource), `secure_boot_drop` (a PATCH is answered 204 and not kept) and
+`secure_boot_patch_error` (status, MessageId, Message for a refused PATCH).
 `elsewhere` makes it hostile: link kind -> a prefix put before that link's
 path (another server's origin), for the tests that no link leads away.
 """
@@ -146,6 +154,11 @@ class AmiState:
     etag: int = 1
     sd_etag: int = 7
     secure_boot: bool = False
+    secure_boot_current: bool | None = None  # SecureBootCurrentBoot; None: as secure_boot
+    secure_boot_etag: int = 3
+    secure_boot_link: bool = True
+    secure_boot_drop: bool = False
+    secure_boot_patch_error: tuple[int, str, str] | None = None
     # Every PATCH seen: (path, If-Match, body, kept).
     patches: list[tuple[str, str | None, dict[str, Any], bool]] = field(default_factory=list)
     resets: list[str] = field(default_factory=list)
@@ -224,7 +237,8 @@ class _AmiHandler(BaseHTTPRequestHandler):
                      ["None", "Pxe", "Hdd", "Cd", "UefiHttp", "BiosSetup"]},
             "@Redfish.Settings": {"@odata.type": "#Settings.v1_2_0.Settings",
                                   "SettingsObject": {"@odata.id": self._link("settings", f"{base}/SD")}},
-            "SecureBoot": {"@odata.id": self._link("secure_boot", f"{base}/SecureBoot")},
+            **({"SecureBoot": {"@odata.id": self._link("secure_boot", f"{base}/SecureBoot")}}
+               if st.secure_boot_link else {}),
             "Actions": {"#ComputerSystem.Reset": {
                 "target": self._link("reset_target", f"{base}/Actions/ComputerSystem.Reset"),
                 **({"@Redfish.ActionInfo": self._link("action_info", f"{base}/ResetActionInfo")}
@@ -258,7 +272,11 @@ class _AmiHandler(BaseHTTPRequestHandler):
                     {"Name": "ResetType", "Required": True, "DataType": "String",
                      "AllowableValues": RESET_TYPES}]})
             elif path.endswith("/SecureBoot"):
-                self._send(200, {"@odata.id": path, "SecureBootEnable": st.secure_boot})
+                current = st.secure_boot if st.secure_boot_current is None else st.secure_boot_current
+                self._send(200, {"@odata.id": path, "@odata.type": "#SecureBoot.v1_1_0.SecureBoot",
+                                 "Id": "SecureBoot", "SecureBootEnable": st.secure_boot,
+                                 "SecureBootCurrentBoot": "Enabled" if current else "Disabled",
+                                 "SecureBootMode": "UserMode"}, etag=f'"{st.secure_boot_etag}"')
             else:
                 self._send(404, {"error": {"code": "Base.1.0.ResourceMissingAtURI", "message": path}})
 
@@ -277,6 +295,9 @@ class _AmiHandler(BaseHTTPRequestHandler):
                 st.patches.append((self.path, match, body, False))
             self._error(428, "Ami.1.0.PreconditionHeaderMissing", "The request did not provide the "
                         "required precondition, such as an If-Match or If-None-Match header.")
+            return
+        if self.path.rstrip("/").endswith("/SecureBoot"):
+            self._patch_secure_boot(body, match)
             return
         on_sd = self.path.endswith("/SD")
         if on_sd and st.sd_patch_error:
@@ -301,6 +322,27 @@ class _AmiHandler(BaseHTTPRequestHandler):
             st.patches.append((self.path, match, body, kept))
         self._send(204)
 
+    def _patch_secure_boot(self, body: dict[str, Any], match: str | None) -> None:
+        st = self.st
+        if st.secure_boot_patch_error:
+            self._error(*st.secure_boot_patch_error)
+            return
+        with st.lock:
+            if match not in (None, "*", f'"{st.secure_boot_etag}"'):
+                st.patches.append((self.path, match, body, False))
+                self._error(412, "Base.1.0.PreconditionFailed", "The ETag supplied did not match "
+                            "the ETag required to change this resource.")
+                return
+            value = body.get("SecureBootEnable")
+            kept = isinstance(value, bool) and not st.secure_boot_drop
+            if kept:
+                if st.secure_boot_current is None:
+                    st.secure_boot_current = st.secure_boot  # this boot keeps what it started with
+                st.secure_boot = bool(value)
+                st.secure_boot_etag += 1
+            st.patches.append((self.path, match, body, kept))
+        self._send(204)
+
     def do_POST(self) -> None:  # noqa: N802
         if not self._authorized():
             return
@@ -309,6 +351,7 @@ class _AmiHandler(BaseHTTPRequestHandler):
         with st.lock:
             st.resets.append(kind)
             if kind in ("On", "ForceRestart"):
+                st.secure_boot_current = None  # the new boot runs with SecureBootEnable
                 st.power = "On"
                 st.boot.update(st.pending)  # pending settings apply at the reset
                 st.pending.clear()

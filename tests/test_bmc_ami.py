@@ -101,12 +101,18 @@ def test_server_error_is_reported_with_its_status(runner: CliRunner, example_dir
     assert "Traceback" not in res.output
 
 
-def test_secure_boot_on_is_warned_before_the_gpu_step(runner: CliRunner, example_dir: Path, tls: Tls,
-                                                      ami: AmiFake) -> None:
+@pytest.mark.parametrize("driver", ["build", "auto", "precompiled"])
+def test_secure_boot_on_is_warned_only_when_the_gpu_driver_is_built_on_the_node(
+        runner: CliRunner, example_dir: Path, tls: Tls, ami: AmiFake, driver: str) -> None:
+    """Built on the node, the driver is unsigned and refused; auto turns precompiled (signed) under it."""
     ami.state.secure_boot = True
-    res = _run(runner, "boot-metal", _secure(_inventory(example_dir, tls, ami.url)))
+    inv = _secure(_inventory(example_dir, tls, ami.url))
+    inv.write_text(inv.read_text() + f"gpu:\n  driver: {driver}\n")
+    res = _run(runner, "boot-metal", inv)
     assert res.exit_code == 0, res.output
-    assert "worker-0: Secure Boot is on" in res.stderr and "GPU step" in res.stderr
+    warned = "worker-0: Secure Boot is on, but the NVIDIA driver is built on the node, unsigned"
+    assert (warned in " ".join(res.stderr.split())) is (driver == "build"), res.stderr
+    assert ("GPU step will fail" in res.stderr) is (driver == "build")
 
 
 def _secure(inventory: Path) -> Path:

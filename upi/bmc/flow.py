@@ -141,10 +141,26 @@ def power(inv: Inventory, names: Sequence[str], action: PowerAction | None, *, d
         result.states[name] = state
         if sent is not None:
             result.sent[name] = sent
-        if state.secure_boot:
-            warn(f"{name}: Secure Boot is on: the NVIDIA driver modules are unsigned and the GPU "
-                 "step will fail; turn Secure Boot off in the DGX's BIOS setup")
+    _warn_unsigned(inv, result.states, warn)
     return result
+
+
+def _warn_unsigned(inv: Inventory, states: dict[str, SystemState], warn: Warn) -> None:
+    """GPU nodes with Secure Boot on whose NVIDIA driver would be built on the node (unsigned)."""
+    from upi.gpu.precompiled import driver_mode
+    from upi.inventory.gpu import settings
+
+    setting = settings(inv).driver
+    reported = {name: s.secure_boot for name, s in states.items()}
+    if driver_mode(inv, reported) == "precompiled":
+        return
+    gpu = {n.name for n in inv.nodes if n.gpu}
+    for name, state in states.items():
+        if state.secure_boot and name in gpu:
+            warn(f"{name}: Secure Boot is on, but the NVIDIA driver is built on the node, unsigned "
+                 f"(gpu.driver: {setting}): the kernel refuses it and the GPU step will fail; set "
+                 "gpu.driver: precompiled, or turn Secure Boot off (upi power INVENTORY NODE "
+                 "secure-boot off)")
 
 
 @dataclass(frozen=True)
@@ -183,9 +199,6 @@ def _boot_one(bmc: Redfish, dry_run: bool, warn: Warn, power_wait: float, node: 
             "refuses: set secure_boot: true on the node, stage the signed loaders (`upi images "
             "INVENTORY -o DIR --iso RHCOS-LIVE.iso`), `upi render` and `upi push`; or turn Secure "
             "Boot off in its firmware")
-    if before.secure_boot:
-        warn(f"{name}: Secure Boot is on: RHCOS installs, but the unsigned NVIDIA driver will not "
-             "load and the GPU step will fail; turn Secure Boot off in the DGX's BIOS setup")
     if dry_run:
         reset = "ForceRestart" if before.power in ("On", "PoweringOn") else "On"
         return MetalBoot(name, BootOverride(ONCE, PXE, UEFI), f"would send {reset}", before.power,
@@ -228,4 +241,6 @@ def boot_metal(inv: Inventory, names: Sequence[str], *, dry_run: bool = False, w
             bmc.close()
 
     done, errors = in_parallel(nodes, job)
+    _warn_unsigned(inv, {n: SystemState(n, "", b.power, b.override, b.secure_boot, None)
+                         for n, b in done.items()}, warn)
     return BootMetalResult(done, errors)

@@ -17,12 +17,14 @@ DryRunOpt = Annotated[bool, typer.Option(
     epilog="\b\nExamples:\n  upi power inventories/dgxpod.yaml status\n"
     "  upi power inventories/dgxpod.yaml worker-0 restart\n"
     "  upi power inventories/dgxpod.yaml worker-0 worker-1 off --dry-run\n"
-    "  upi power inventories/dgxpod.yaml status --json",
+    "  upi power inventories/dgxpod.yaml status --json\n"
+    "  upi power inventories/dgxpod.yaml secure-boot status\n"
+    "  upi power inventories/dgxpod.yaml worker-0 secure-boot on",
 )
 def power(
     inventory: InventoryArg,
     words: Annotated[list[str], typer.Argument(
-        metavar="[NODE...] status|on|off|restart",
+        metavar="[NODE...] status|on|off|restart | [NODE...] secure-boot status|on|off",
         help="Nodes (default: every node with a bmc section), then the action.", show_default=False)],
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
@@ -31,6 +33,9 @@ def power(
 
     Prints a table of node, power state, boot override and Secure Boot.
     `off` is a forced power-off; `restart` a forced restart (on when off).
+    `secure-boot status|on|off` reads or sets the system's Redfish SecureBoot
+    resource (SecureBootEnable, with If-Match where the BMC gives an ETag)
+    and reads it back; the change takes effect at the next boot.
     Nodes are handled in parallel; exit 1 when any BMC failed.
     """
     from upi.commands.metal import power_command

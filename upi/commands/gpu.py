@@ -54,27 +54,41 @@ def gpu_on_cluster(inv: Inventory, kubeconfig: Path | None, reporter: Reporter, 
     # Labels follow ClusterPolicy ready within seconds; give them 30 looks before judging.
     clock = Clock(timeout_minutes * 60, poll=poll, settle=30 * poll)
     try:
-        return run_gpu(inv, Kube(conn), clock, reporter, dry_run=dry_run,
-                       before_install=secure_boot_warning, only=only)
+        inv = driver_from_bmcs(inv, reporter)
+        return run_gpu(inv, Kube(conn), clock, reporter, dry_run=dry_run, only=only)
     finally:
         conn.close()
 
 
-def secure_boot_warning(inv: Inventory, reporter: Reporter) -> None:
-    """Warn about GPU nodes whose BMC reports Secure Boot on, before the operators go in.
+def driver_from_bmcs(inv: Inventory, reporter: Reporter) -> Inventory:
+    """The inventory with `gpu.driver` decided: auto asks the GPU nodes' BMCs about Secure Boot.
 
-    Secure Boot keeps the unsigned NVIDIA driver from loading. Only nodes with a bmc section
-    are asked; a BMC that cannot be asked is a warning too, never a stop.
+    Secure Boot keeps an unsigned, node-built NVIDIA driver from loading; the
+    precompiled images carry signed modules (upi.gpu.precompiled). Only GPU
+    nodes with a bmc section are asked; a BMC that cannot be asked is a
+    warning, never a stop. `gpu.driver: build` with Secure Boot on is warned about.
     """
-    from upi.bmc.flow import power  # sushy only when a GPU node has a BMC
+    from upi.gpu.precompiled import driver_mode
+    from upi.inventory.gpu import settings
     from upi.inventory.model import Machine
 
     names = [n.name for n in inv.nodes if n.gpu and n.bmc is not None and n.machine_kind is Machine.metal]
-    if not names:
-        return
-    result = power(inv, names, None, warn=reporter.warn)
-    for name, error in result.errors.items():
-        reporter.warn(f"{name}: Secure Boot not checked ({error})")
+    reported: dict[str, bool | None] = {}
+    if names:
+        from upi.bmc.flow import power  # sushy only when a GPU node has a BMC
+
+        result = power(inv, names, None, warn=reporter.warn)
+        for name, error in result.errors.items():
+            reporter.warn(f"{name}: Secure Boot not checked ({error})")
+        reported = {name: state.secure_boot for name, state in result.states.items()}
+    mode = driver_mode(inv, reported)
+    gpu = settings(inv)
+    on = [n for n in names if reported.get(n)]
+    if on:
+        reporter.note(f"{', '.join(on)}: Secure Boot on; NVIDIA driver: {mode} (gpu.driver: {gpu.driver})")
+    if gpu.driver == mode:
+        return inv
+    return inv.model_copy(update={"gpu": gpu.model_copy(update={"driver": mode})})
 
 
 def show(report: GpuReport, *, as_json: bool) -> None:

@@ -18,6 +18,8 @@ from upi.inventory import Inventory, load_inventory
 from upi.inventory.rules import bmc_files
 
 ACTIONS = ("status", "on", "off", "restart")
+SECURE_BOOT = "secure-boot"
+SECURE_BOOT_ACTIONS = ("status", "on", "off")
 
 
 def load(inventory: Path, names: Sequence[str]) -> Inventory:
@@ -34,8 +36,12 @@ def _failed(errors: dict[str, str]) -> None:
 def power_command(inventory: Path, nodes: Sequence[str], action: str, *, dry_run: bool,
                   as_json: bool) -> None:
     """Everything `upi power` does after parsing its arguments."""
+    if nodes and nodes[-1] == SECURE_BOOT:
+        secure_boot_command(inventory, nodes[:-1], action, dry_run=dry_run, as_json=as_json)
+        return
     if action not in ACTIONS:
-        raise UsageError(f"the last argument is the action, one of {', '.join(ACTIONS)}; got {action!r}")
+        raise UsageError(f"the last argument is the action, one of {', '.join(ACTIONS)} "
+                         f"(or {SECURE_BOOT} {'|'.join(SECURE_BOOT_ACTIONS)}); got {action!r}")
     inv = load(inventory, nodes)
     act = None if action == "status" else cast(PowerAction, action)
     result = power(inv, nodes, act, dry_run=dry_run, warn=console.warn)
@@ -52,6 +58,33 @@ def power_command(inventory: Path, nodes: Sequence[str], action: str, *, dry_run
             rows.append([name, s.power, str(s.override), s.secure_boot_text, result.sent.get(name, "")])
         console.print_table(None, ["node", "power", "boot override", "Secure Boot",
                                    "sent" if not dry_run else "plan"], rows)
+    _failed(result.errors)
+
+
+def secure_boot_command(inventory: Path, nodes: Sequence[str], action: str, *, dry_run: bool,
+                        as_json: bool) -> None:
+    """`upi power INVENTORY [NODE...] secure-boot status|on|off`."""
+    from upi.bmc.secureboot import NEXT_BOOT, SecureBootAction, secure_boot
+
+    if action not in SECURE_BOOT_ACTIONS:
+        raise UsageError(f"after {SECURE_BOOT} comes one of {', '.join(SECURE_BOOT_ACTIONS)}; "
+                         f"got {action!r}")
+    inv = load(inventory, nodes)
+    act = None if action == "status" else cast(SecureBootAction, action)
+    result = secure_boot(inv, nodes, act, dry_run=dry_run, warn=console.warn)
+    order = [n.name for n in inv.nodes if n.name in result.states or n.name in result.errors]
+    if as_json:
+        console.print_json(result.as_json(order))
+    else:
+        rows = []
+        for name in order:
+            s = result.states.get(name)
+            rows.append([name, "error", "-", "-", ""] if s is None else
+                        [name, s.enable_text, s.current or "-", s.mode or "-", result.sent.get(name, "")])
+        console.print_table(None, ["node", "Secure Boot (next boot)", "current boot", "mode",
+                                   "sent" if not dry_run else "plan"], rows)
+    if act is not None and not dry_run and any(v != "none" for v in result.sent.values()):
+        console.progress(f"Secure Boot: the change {NEXT_BOOT} (power restart, or boot-metal)")
     _failed(result.errors)
 
 

@@ -128,8 +128,11 @@ def nfd_instance(inv: Inventory, example: Obj | None = None) -> Obj:
 
 
 def cluster_policy(inv: Inventory, example: Obj) -> Obj:
-    """The ClusterPolicy: the CSV's example (never `spec: {}`) with the inventory's overrides."""
-    spec = merge(copy.deepcopy(example.get("spec") or {}), settings(inv).cluster_policy)
+    """The ClusterPolicy: the CSV's example (never `spec: {}`), the driver mode, the inventory's overrides."""
+    from upi.gpu.precompiled import policy_driver
+
+    spec = merge(merge(copy.deepcopy(example.get("spec") or {}), policy_driver(inv)),
+                 settings(inv).cluster_policy)
     return {"apiVersion": example.get("apiVersion", "nvidia.com/v1"), "kind": "ClusterPolicy",
             "metadata": {"name": CLUSTER_POLICY}, "spec": spec}
 

@@ -103,7 +103,9 @@ def _registry(kube: Kube, inv: Inventory) -> Check:
     spec = (cfg or {}).get("spec") or {}
     state = spec.get("managementState", "")
     missing = not spec.get("storage") or state == "Removed"
-    if missing and _version_tuple(version) >= (4, 15):
+    from upi.gpu.precompiled import driver_mode
+
+    if missing and _version_tuple(version) >= (4, 15) and driver_mode(inv) != "precompiled":
         return Check(
             "image registry storage",
             False,
@@ -119,6 +121,10 @@ def _registry(kube: Kube, inv: Inventory) -> Check:
 
 
 def _driver_toolkit(kube: Kube, inv: Inventory) -> Check:
+    from upi.gpu.precompiled import driver_mode
+
+    if driver_mode(inv) == "precompiled":
+        return Check("driver-toolkit imagestream", True, "not needed: precompiled driver images")
     if kube.get("image.openshift.io/v1", "ImageStream", "driver-toolkit", "openshift") is None:
         return Check(
             "driver-toolkit imagestream",
@@ -147,6 +153,27 @@ def _packages(kube: Kube, inv: Inventory) -> Check:
     return Check("operator packages", True, f"{NFD_PACKAGE}, {GPU_PACKAGE}")
 
 
+def _precompiled(kube: Kube, inv: Inventory) -> Check:
+    from upi.gpu.precompiled import NodeKernel, driver_mode, missing_tags, os_tag
+
+    if driver_mode(inv) != "precompiled":
+        return Check("precompiled driver images", True, "not used (the driver is built on the nodes)")
+    nodes = []
+    for node in inv.nodes:
+        obj = kube.get("v1", "Node", node.name) if node.gpu else None
+        kernel = ((obj or {}).get("status") or {}).get("nodeInfo", {}).get("kernelVersion")
+        if obj is not None and kernel:
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            nodes.append(NodeKernel(node.name, str(kernel), os_tag(inv, labels)))
+    problems = missing_tags(inv, nodes)
+    if problems:
+        return Check("precompiled driver images", False, "; ".join(problems),
+                     "push (or mirror) the precompiled driver image for each node's kernel, or set "
+                     "gpu.precompiled.version to a driver branch the registry holds (docs/gpu.md)")
+    return Check("precompiled driver images", True,
+                 ", ".join(f"{n.node}: {n.kernel}" for n in nodes) or "no GPU node reports a kernel yet")
+
+
 CHECKS: list[tuple[str, Callable[[Kube, Inventory], Check]]] = [
     ("API reachable", _api),
     ("OpenShift version", _version),
@@ -155,6 +182,7 @@ CHECKS: list[tuple[str, Callable[[Kube, Inventory], Check]]] = [
     ("operator packages", _packages),
     ("image registry storage", _registry),
     ("driver-toolkit imagestream", _driver_toolkit),
+    ("precompiled driver images", _precompiled),
 ]
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 if TYPE_CHECKING:
     from upi.inventory.model import Inventory
@@ -97,6 +97,27 @@ class Validation(_Model):
     command: list[str] | None = Field(default=None, min_length=1)
 
 
+def _branch(value: Any) -> Any:
+    """`version: 580` in YAML is an int: the driver branch is meant."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class Precompiled(_Model):
+    """Where the precompiled, signed driver images are (the GPU Operator's driver.repository/image/version).
+
+    The operator pulls `<repository>/<image>:<version>-<kernel>-<os>` per node
+    kernel (gpu-operator api/nvidia/v1alpha1 GetPrecompiledImagePath); the
+    defaults are the images Red Hat publishes for OpenShift (NVIDIA's
+    cloud-native-docs, openshift/gpu-operator-with-precompiled-drivers).
+    """
+
+    repository: Annotated[str, AfterValidator(_image)] = "registry.redhat.io/nvidia"
+    image: K8sName = "gpu-driver-rhel9"
+    # The driver branch (580), or a full driver version.
+    version: Annotated[str, BeforeValidator(_branch), Field(pattern=r"^[0-9]+(\.[0-9]+)*$")] = "580"
+    os: Annotated[str | None, Field(pattern=r"^[a-z]+[0-9][0-9.]*$")] = None  # default: rhcos<X.Y>
+
+
 class GpuSettings(_Model):
     """Cluster-level GPU day 2: NFD + NVIDIA GPU Operator through OLM."""
 
@@ -107,6 +128,10 @@ class GpuSettings(_Model):
     nfd_image: Image | None = None
     cluster_policy: Annotated[dict[str, Any], AfterValidator(_overrides)] = Field(default_factory=dict)
     validation: Validation = Validation()
+    # precompiled: signed driver images per kernel (Secure Boot); build: built on the node by the
+    # Driver Toolkit; auto: precompiled when a GPU node boots with Secure Boot on.
+    driver: Literal["precompiled", "build", "auto"] = "auto"
+    precompiled: Precompiled = Precompiled()
 
 
 DEFAULT = GpuSettings()

@@ -11,7 +11,9 @@ spec.md):
 - 401 `WWW-Authenticate: Basic realm=...` asks for Basic credentials;
   `Bearer realm=...,service=...,scope=...` asks the client to get a token
   from `realm` (GET with `service` and `scope`, Basic credentials) whose JSON
-  holds `token` (or `access_token`), then to send `Authorization: Bearer`.
+  holds `token` (or `access_token`), then to send `Authorization: Bearer`;
+- `GET /v2/<name>/tags/list?n=N` answers `{"name": ..., "tags": [...]}`
+  (at most N tags; a `Link` header names the next page).
 
 Credentials go only to the registry itself and to an https:// token realm.
 Every exchange has an overall deadline (upi.watchdog).
@@ -40,6 +42,8 @@ MANIFEST_TYPES = (
 )
 _PARAM = re.compile(r'([A-Za-z_]+)="([^"]*)"')
 MAX_TOKEN_ANSWER = 1 << 20
+MAX_TAGS_ANSWER = 4 << 20
+TAGS_PAGE = 1000
 
 
 @dataclass(frozen=True)
@@ -134,9 +138,10 @@ class Registry:
         token = doc.get("token") or doc.get("access_token") if isinstance(doc, dict) else None
         return str(token) if token else None
 
-    def _authorised(self, method: str, url: str, headers: dict[str, str], scope: str) -> _Answer:
+    def _authorised(self, method: str, url: str, headers: dict[str, str], scope: str,
+                    keep: int = 0) -> _Answer:
         auth = self._tokens.get(scope)
-        first = self._exchange(method, url, {**headers, **({"Authorization": auth} if auth else {})})
+        first = self._exchange(method, url, {**headers, **({"Authorization": auth} if auth else {})}, keep)
         if first.status != 401:
             return first
         challenge = first.headers.get("www-authenticate", "")
@@ -150,7 +155,7 @@ class Registry:
             self._tokens[scope] = self._basic() or ""
         else:
             return first
-        return self._exchange(method, url, {**headers, "Authorization": self._tokens[scope]})
+        return self._exchange(method, url, {**headers, "Authorization": self._tokens[scope]}, keep)
 
     def ping(self) -> str | None:
         """None when the host speaks the registry v2 API, else why not."""
@@ -182,3 +187,19 @@ class Registry:
             who = "without credentials" if self._credentials is None else "with the pull secret's credentials"
             return Probe("unauthorised", f"HTTP {answer.status} {who}")
         return Probe("unreachable", f"HTTP {answer.status}")
+
+    def tags(self, repository: str) -> tuple[list[str], str | None]:
+        """The repository's tags (the first page of up to TAGS_PAGE), or [] and why not."""
+        url = f"https://{self.host}/v2/{repository}/tags/list?n={TAGS_PAGE}"
+        try:
+            answer = self._authorised("GET", url, {}, f"repository:{repository}:pull", keep=MAX_TAGS_ANSWER)
+        except _Unreachable as exc:
+            return [], str(exc)
+        if answer.status != 200:
+            return [], f"HTTP {answer.status} listing the tags of {repository}"
+        try:
+            doc = json.loads(answer.body)
+        except ValueError:
+            return [], "the tag list is not JSON"
+        found = doc.get("tags") if isinstance(doc, dict) else None
+        return ([str(t) for t in found if isinstance(t, str)] if isinstance(found, list) else []), None
