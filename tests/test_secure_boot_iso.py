@@ -128,3 +128,37 @@ def test_isos_without_the_loaders_are_named(runner, example_dir: Path, tmp_path:
     text = " ".join(result.output.split())
     assert f"--iso {bad}: EFI/BOOT/grubx64.efi is not an EFI image (no PE header)" in text
     assert not (tmp_path / "o" / "tftp").exists()
+
+
+def test_the_live_iso_in_the_from_directory_gives_the_secure_boot_nodes_their_loaders(
+        runner, example_dir: Path, tmp_path: Path, signed: dict[str, bytes], fake_openshift_install: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`upi images --from ~/Downloads`, the live ISO downloaded beside the PXE files: no --iso needed."""
+    import yaml
+    from test_images import NAMES, OLD, fake_bytes
+
+    path = example_dir / "dgxpod.yaml"
+    text = path.read_text()
+    for key, old in OLD.items():
+        text = text.replace(old, NAMES[key])
+    doc = yaml.safe_load(text)
+    downloads = tmp_path / "Downloads"
+    downloads.mkdir()
+    for name in NAMES.values():
+        (downloads / name).write_bytes(fake_bytes(name))
+    iso = live_iso(tmp_path, efiboot(tmp_path, 16, signed), bios_first=True)
+    monkeypatch.setenv("FAKE_OPENSHIFT_INSTALL_ISO_SHA256", hashlib.sha256(iso.read_bytes()).hexdigest())
+    shutil.copyfile(iso, downloads / "rhcos-9.6.20250402-0-live-iso.x86_64.iso")  # the stream's name
+    argv = ["images", str(path), "-o", str(tmp_path / "out"), "--from", str(downloads)]
+    # Without a Secure Boot node the ISO is not read (it is a gigabyte) and nothing is staged of it.
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    plain = runner.invoke(app, argv)
+    assert plain.exit_code == 0, plain.output
+    assert not (tmp_path / "out/tftp/shimx64.efi").exists()
+    doc["nodes"][4]["secure_boot"] = True
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    assert "the live ISO of the installer's RHCOS; its signed shim and GRUB are staged" in result.output
+    assert (tmp_path / "out/tftp/shimx64.efi").read_bytes() == signed["EFI/BOOT/BOOTX64.EFI"]
+    assert (tmp_path / "out/tftp/grubx64.efi").read_bytes() == signed["EFI/BOOT/grubx64.efi"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -161,29 +161,19 @@ def images(
     """
     from upi.errors import CheckFailed, UsageError
     from upi.images import images as do_images
-    from upi.images import signed_loaders
     from upi.inventory import load_inventory
 
     load_inventory(inventory, check_files=False)  # a broken inventory is named before any option
     if src is None and shim is None and grub is None and iso is None:
         raise UsageError("--from: name the RHCOS files to stage (--from SRC), or the signed "
                          "loaders (--iso, or --shim and --grub), or both")
-    if iso is not None and (shim or grub):
-        raise UsageError("--iso: take shim and GRUB from the ISO, or pass --shim and --grub, not both")
-    if (shim is None) != (grub is None):
-        raise UsageError(f"--{'grub' if shim else 'shim'}: shim and GRUB are staged as a pair "
-                         "(shim checks GRUB against its vendor's key): pass --shim and --grub")
-    if iso is not None or shim is not None:
-        staged = signed_loaders(inventory, out, shim=shim, grub=grub, iso=iso, installer=openshift_install)
-        if not as_json:
-            console.print_table(f"Signed UEFI loaders in {out}", ["file", "bytes", "sha256"],
-                                ((path, r["size"], r["sha256"][:16]) for path, r in staged.items()))
-        if src is None:
-            if as_json:
-                console.print_json({"loaders": staged})
-            console.finished()
-            return
-    assert src is not None  # noqa: S101 - checked above
+    staged = _signed_loaders(inventory, out, src, shim=shim, grub=grub, iso=iso,
+                             installer=openshift_install, as_json=as_json)
+    if src is None:
+        if as_json:
+            console.print_json({"loaders": staged})
+        console.finished()
+        return
     with console.transfer_progress() as progress:
         result = do_images(inventory, out, src, installer=openshift_install, on_progress=progress)
     for note in result.warnings:
@@ -300,3 +290,28 @@ def ignition(
     console.say(f"boot the nodes within 12 h: the certificates expire at "
                 f"{result.expires_at.isoformat(timespec='seconds')}")
     console.say(f"admin credentials: {assets / 'auth' / 'kubeconfig'} and kubeadmin-password (0600)")
+
+
+def _signed_loaders(inventory: Path, out: Path, src: str | None, *, shim: Path | None, grub: Path | None,
+                    iso: Path | None, installer: Path | None, as_json: bool) -> dict[str, Any]:
+    """`upi images`' signed loaders (--iso, --shim/--grub, or the live ISO found in SRC); staged records."""
+    from upi.errors import UsageError
+    from upi.images import iso_in, signed_loaders
+
+    if iso is not None and (shim or grub):
+        raise UsageError("--iso: take shim and GRUB from the ISO, or pass --shim and --grub, not both")
+    if (shim is None) != (grub is None):
+        raise UsageError(f"--{'grub' if shim else 'shim'}: shim and GRUB are staged as a pair "
+                         "(shim checks GRUB against its vendor's key): pass --shim and --grub")
+    if iso is None and shim is None and src is not None:
+        iso = iso_in(src, inventory, installer)  # Secure Boot nodes: the ISO beside the files
+        if iso is not None:
+            console.say(f"{iso}: the live ISO of the installer's RHCOS; its signed shim and GRUB "
+                        "are staged for the Secure Boot nodes")
+    if iso is None and shim is None:
+        return {}
+    staged = signed_loaders(inventory, out, shim=shim, grub=grub, iso=iso, installer=installer)
+    if not as_json:
+        console.print_table(f"Signed UEFI loaders in {out}", ["file", "bytes", "sha256"],
+                            ((path, r["size"], r["sha256"][:16]) for path, r in staged.items()))
+    return staged

@@ -12,7 +12,25 @@ from upi.images.stream import Stream, read_stream
 from upi.installer import Installer, locate, version_warnings
 from upi.inventory import load_inventory
 
-__all__ = ["ImagesResult", "Staged", "Stream", "images", "signed_loaders", "wanted_images"]
+__all__ = ["ImagesResult", "Staged", "Stream", "images", "iso_in", "signed_loaders", "wanted_images"]
+
+
+def iso_in(src: str, inventory: Path, installer: Path | None = None) -> Path | None:
+    """The installer's live ISO in the directory `src`, when a node boots with Secure Boot; else None.
+
+    `upi images --from ~/Downloads` then stages the signed loaders from it as
+    `--iso` would (a mirror URL is never searched: the ISO is a gigabyte).
+    """
+    from upi.facts.boot import secure_boot_nodes
+
+    inv = load_inventory(inventory, check_files=False)
+    if "://" in src or not secure_boot_nodes(inv) or not Path(src).is_dir():
+        return None
+    built = read_stream(locate(installer, version=inv.cluster.openshift_version)).artifacts.get("iso")
+    if built is None:
+        return None
+    path = Path(src) / built.name
+    return path if path.is_file() else None
 
 
 def images(inventory: Path, out: Path, src: str, *, installer: Path | None = None,
