@@ -35,7 +35,7 @@ def test_dry_run_writes_nothing(runner, tmp_path: Path) -> None:
     result = _render(runner, inventory_path("dgxpod"), out, "--dry-run")
     assert result.exit_code == 0, result.output
     assert not out.exists()
-    assert f"would write {out}: 33 new, 0 changed, 0 unchanged, 0 removed" in result.output
+    assert f"would write {out}: 35 new, 0 changed, 0 unchanged, 0 removed" in result.output
 
 
 def test_dry_run_on_an_existing_render_changes_nothing(runner, tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_rerender_of_an_unchanged_inventory_reports_everything_unchanged(runner,
     assert _render(runner, inventory_path("dgxpod"), out).exit_code == 0
     result = _render(runner, inventory_path("dgxpod"), out)
     assert result.exit_code == 0
-    assert f"wrote {out}: 0 new, 0 changed, 33 unchanged, 0 removed" in result.output
+    assert f"wrote {out}: 0 new, 0 changed, 35 unchanged, 0 removed" in result.output
 
 
 def test_diff_shows_changed_lines_of_public_files(runner, tmp_path: Path) -> None:
@@ -89,7 +89,7 @@ def test_a_removed_nodes_pxe_file_is_removed(runner, tmp_path: Path) -> None:
     inv.write_text(inv.read_text().replace(W0 + W1, ""))  # no workers: a compact cluster
     result = _render(runner, inv, out)
     assert result.exit_code == 0, result.output
-    assert "8 removed" in result.output  # the 2 GRUB files and gpu/'s 6: no GPU node is left
+    assert "10 removed" in result.output  # the 2 GRUB files and gpu/'s 8: no GPU node is left
     assert not any(p.exists() for p in grub)
     assert not (out / "gpu" / "10-nfd-namespace.yaml").exists()
     manifest = json.loads((out / "manifest.json").read_text())

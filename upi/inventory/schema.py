@@ -159,6 +159,14 @@ DESCRIPTIONS = {
     "Bond.lacp_rate": "LACPDU rate asked of the switch: slow or fast (802.3ad only).",
     "Bond.miimon": "Link monitoring interval in ms (0: off).",
     "GpuSettings.operator_channel": "GPU Operator channel (default: the package's default channel).",
+    "GpuSettings.driver": "The NVIDIA driver: precompiled (signed images per kernel, for Secure Boot), build "
+    "(built on the node by the Driver Toolkit), or auto: precompiled when a GPU node boots with Secure Boot.",
+    "GpuSettings.precompiled": "Where the precompiled driver images are (ClusterPolicy driver.repository, "
+    "image, version).",
+    "Precompiled.repository": "Registry and path of the precompiled driver images.",
+    "Precompiled.image": "Image name; tags are <version>-<kernel>-<os> per node kernel.",
+    "Precompiled.version": "The driver branch (580) or a full driver version.",
+    "Precompiled.os": "The tag's OS part (default: rhcos<X.Y> of the cluster, or the node's NFD os-release).",
     "GpuSettings.nfd_channel": "Node Feature Discovery channel.",
     "GpuSettings.operator_namespace": "Namespace of the GPU Operator.",
     "GpuSettings.catalog_sources": "OLM catalog sources; rename them for a mirrored catalog.",
