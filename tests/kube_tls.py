@@ -34,7 +34,9 @@ def serve_tls(workdir: Path, handler: type[BaseHTTPRequestHandler], owner: Any, 
     ctx.verify_mode = verify
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
-    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    # The TLS handshake runs in each connection's thread (its first read), not in accept():
+    # a client that connects and never speaks cannot stall the accept loop, nor shutdown().
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
     httpd.fake = owner  # type: ignore[attr-defined]
     url = f"https://127.0.0.1:{httpd.server_address[1]}"
     kubeconfig = workdir / "auth" / "kubeconfig"

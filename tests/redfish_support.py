@@ -370,7 +370,10 @@ class AmiFake:
         ctx.load_cert_chain(tls.cert_file, tls.key_file)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _AmiHandler)
         self.httpd.daemon_threads = True
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        # The TLS handshake runs in each connection's thread (its first read), not in accept():
+        # a client that connects and never speaks cannot stall the accept loop, nor shutdown().
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True,
+                                               do_handshake_on_connect=False)
         self.httpd.fake = self.state  # type: ignore[attr-defined]
         self.url = f"https://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

@@ -90,7 +90,9 @@ def token_server(work: Path, ca: Issued, user: str, password: str) -> Iterator[T
     server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(work / "token.pem", work / "token.key")
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    # The TLS handshake runs in each connection's thread (its first read), not in accept():
+    # a client that connects and never speaks cannot stall the accept loop, nor shutdown().
+    server.socket = ctx.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

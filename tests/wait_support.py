@@ -95,7 +95,10 @@ class FakeMcs:
         ctx.load_cert_chain(work / "mcs.crt", work / "mcs.key")
         self.httpd = ThreadingHTTPServer((host, port), _Healthz)
         self.httpd.daemon_threads = True
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        # The TLS handshake runs in each connection's thread (its first read), not in accept():
+        # a client that connects and never speaks cannot stall the accept loop, nor shutdown().
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True,
+                                               do_handshake_on_connect=False)
         self.httpd.probes = []  # type: ignore[attr-defined]
         self.up = self.httpd.up = threading.Event()  # type: ignore[attr-defined]
         if up:
