@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
+from http.server import ThreadingHTTPServer
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -90,3 +93,21 @@ def make_csr(cn: str, *, org: str | None = "system:nodes", dns: tuple[str, ...] 
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     return builder.sign(node_key(key), hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+
+
+class TlsHttpServer(ThreadingHTTPServer):
+    """A threading HTTP server for a TLS listening socket whose handshakes run per connection.
+
+    Wrap its socket with `do_handshake_on_connect=False`: the handshake then
+    happens at the connection's first read, in its own thread, so a client
+    that connects and never speaks cannot stall accept() nor shutdown(). A
+    handshake the client fails on purpose (a test of an unknown CA) or a
+    client gone is the client's to report: not printed here as a traceback.
+    """
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], OSError):  # ssl.SSLError, reset, broken pipe
+            return
+        super().handle_error(request, client_address)

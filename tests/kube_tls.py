@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from certs import issue, make_ca
+from certs import TlsHttpServer, issue, make_ca
 
 
 def serve_tls(workdir: Path, handler: type[BaseHTTPRequestHandler], owner: Any, *,
@@ -32,7 +32,7 @@ def serve_tls(workdir: Path, handler: type[BaseHTTPRequestHandler], owner: Any, 
     ctx.load_cert_chain(workdir / "server.crt", workdir / "server.key")
     ctx.load_verify_locations(workdir / "client-ca.crt")
     ctx.verify_mode = verify
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = TlsHttpServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
     # The TLS handshake runs in each connection's thread (its first read), not in accept():
     # a client that connects and never speaks cannot stall the accept loop, nor shutdown().

@@ -44,13 +44,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import bcrypt
 import yaml
-from certs import Issued, issue, make_ca
+from certs import Issued, TlsHttpServer, issue, make_ca
 
 USER, PASSWORD = "admin", "s3cret-bmc-pw"
 RESET_TYPES = ["On", "ForceOff", "ForceRestart", "GracefulShutdown"]
@@ -368,7 +368,7 @@ class AmiFake:
         self.state = state or AmiState()
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(tls.cert_file, tls.key_file)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _AmiHandler)
+        self.httpd = TlsHttpServer(("127.0.0.1", 0), _AmiHandler)
         self.httpd.daemon_threads = True
         # The TLS handshake runs in each connection's thread (its first read), not in accept():
         # a client that connects and never speaks cannot stall the accept loop, nor shutdown().

@@ -19,11 +19,11 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from certs import Issued, issue, make_ca
+from certs import Issued, TlsHttpServer, issue, make_ca
 from check_helpers import LOOPBACK
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -87,7 +87,7 @@ def token_server(work: Path, ca: Issued, user: str, password: str) -> Iterator[T
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
+    server = TlsHttpServer((LOOPBACK, 0), Handler)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(work / "token.pem", work / "token.key")
     # The TLS handshake runs in each connection's thread (its first read), not in accept():

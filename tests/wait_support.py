@@ -8,12 +8,12 @@ import base64
 import json
 import ssl
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
-from certs import Issued, issue
+from certs import Issued, TlsHttpServer, issue
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from fake_kube import FakeKube
@@ -93,7 +93,7 @@ class FakeMcs:
         (work / "mcs.key").write_bytes(leaf.key_pem)
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(work / "mcs.crt", work / "mcs.key")
-        self.httpd = ThreadingHTTPServer((host, port), _Healthz)
+        self.httpd = TlsHttpServer((host, port), _Healthz)
         self.httpd.daemon_threads = True
         # The TLS handshake runs in each connection's thread (its first read), not in accept():
         # a client that connects and never speaks cannot stall the accept loop, nor shutdown().
