@@ -106,6 +106,7 @@ class FakeGpuCluster:
         self.validation_pods: list[Obj] = []
         self.diag_pods: list[Obj] = []  # upi's DCGM diagnostic pods (`dcgmi diag`)
         self.most_validation_pods_at_once = 0  # upi's validation pods seen together in one tick
+        self.foreign_pods: set[str] = set()  # labels of pods another fake runs (tests/fake_rdma.py)
         self._csv_age: dict[str, int] = {}
         self._mig_seen: dict[str, str] = {}
         self._mig_lag: dict[str, int] = {}
@@ -551,6 +552,8 @@ class FakeGpuCluster:
                 continue
             if pod["metadata"].get("ownerReferences"):
                 continue  # a DaemonSet's pod: the operator fake runs it (_driver_pod)
+            if self.foreign_pods & set(pod["metadata"].get("labels") or {}):
+                continue  # another fake's pod (the RDMA bandwidth tests: tests/fake_rdma.py)
             self._run(pod)
 
     def _run(self, pod: Obj) -> None:

@@ -14,7 +14,7 @@ closing edge alone in a third round).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -55,7 +55,7 @@ def edge_round(index: int, n: int) -> int:
     return index % 2
 
 
-def schedule(fabrics: dict[str, Sequence[str]]) -> list[Pair]:
+def schedule(fabrics: Mapping[str, Sequence[str]]) -> list[Pair]:
     """Every fabric's ring as pairs with their round; the fabrics' rounds run together (disjoint nodes)."""
     out: list[Pair] = []
     for fabric, nodes in fabrics.items():
