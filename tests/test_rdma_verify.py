@@ -244,3 +244,31 @@ def test_a_pair_that_never_finishes_times_out_within_the_timeout(tmp_path: Path)
         assert took < 4.0  # one round's wait, not the run's whole deadline
         assert not [p for p in rig.cluster.api.list("v1", "Pod")
                     if "upi.openshift.io/rdma-bandwidth" in (p["metadata"].get("labels") or {})]
+
+
+def test_the_tables_show_each_node_and_each_pair_with_its_figures(five: Rig, capsys) -> None:
+    from upi.gpu.rdma_table import show_rdma
+
+    five.rdma.bandwidth[frozenset(("dgx-4", "dgx-5"))] = 101.25
+    report, _ = five.run(_dgxs(5))
+    capsys.readouterr()
+    show_rdma(report, as_json=False)
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0] == "RDMA nodes"
+    assert lines[1].split() == ["node", "fabric", "RDMA", "resource", "allocatable", "peermem", "NIC",
+                                "driver", "problem"]
+    assert lines[2].split() == ["dgx-1", "infiniband", RESOURCE, "63", "loaded", "ready", "-"]
+    pairs = {line.split()[0]: line.split() for line in lines if "<->" in line}
+    assert pairs["dgx-1<->dgx-2"][1:6] == ["infiniband", "1", "392.00", "392.20", "350"]
+    assert pairs["dgx-4<->dgx-5"][3:8] == ["101.25", "101.30", "350", "below", "minimum"]
+    assert "upi: error: GPU step 'verify RDMA' failed at pair dgx-4<->dgx-5 (infiniband)" in err
+    show_rdma(report, as_json=True)
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and doc["min_gbps"] == 350.0
+    bad = [p for p in doc["pairs"] if not p["ok"]]
+    assert [(p["pair"], p["average_gbps"], p["verdict"]) for p in bad] == [
+        ("dgx-4<->dgx-5", 101.25, "below minimum")]
+    assert doc["diagnosis"]["object"] == "pair dgx-4<->dgx-5 (infiniband)"

@@ -50,7 +50,7 @@ _HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(Gb|MiB)/sec\]\s+BW avera
 
 
 @dataclass(frozen=True)
-class Test:
+class BandwidthTest:
     """What each side runs: message size (bytes) and duration (seconds); the same on both (SYMMETRIC)."""
 
     size: int = 1048576
@@ -67,7 +67,7 @@ class Figures:
     average: float
 
 
-def command(test: Test, device: str = "", server_ip: str | None = None) -> list[str]:
+def command(test: BandwidthTest, device: str = "", server_ip: str | None = None) -> list[str]:
     """`ib_write_bw` with CUDA memory on the pod's one GPU; the client adds the server's address."""
     argv = [PROGRAM, *(["-d", device] if device else []), "--use_cuda=0", "--report_gbits",
             "-s", str(test.size), "-D", str(test.duration), "-F"]

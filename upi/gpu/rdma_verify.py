@@ -29,7 +29,7 @@ from upi.gpu.objects import Obj
 from upi.gpu.pods import DRIVER_LABELS
 from upi.gpu.rdma_bandwidth import LOG_LINES, STEP, run_round
 from upi.gpu.rdma_pairs import rounds, schedule
-from upi.gpu.rdma_perftest import Test
+from upi.gpu.rdma_perftest import BandwidthTest
 from upi.gpu.steps import Clock, Diagnosis, Reporter
 
 Fabric = Literal["infiniband", "ethernet"]
@@ -62,7 +62,7 @@ class RdmaPlan:
     timeout: float = 300.0  # seconds one round may take, image pulls included (never past the deadline)
     gpu_namespace: str = "nvidia-gpu-operator"  # the GPU Operator's: the driver pods
     network_namespace: str = "nvidia-network-operator"  # the Network Operator's: the NIC driver pods
-    test: Test = field(default_factory=Test)
+    test: BandwidthTest = field(default_factory=BandwidthTest)
 
 
 @dataclass
