@@ -99,6 +99,7 @@ class FakeRdma:
         self.default_gbps = 392.0
         self.report_gbits = True
         self.hangs: set[frozenset[str]] = set()  # pairs whose test never ends
+        self.link_down: set[frozenset[str]] = set()  # pairs whose QPs cannot connect (write_bw.c)
         self.overlaps: list[tuple[str, list[str]]] = []
         self.measured: list[tuple[str, str]] = []
         self.most_servers_at_once = 0  # test servers that existed together (pairs of a round run at once)
@@ -314,6 +315,10 @@ class FakeRdma:
             return
         pair = frozenset((self._bound[server["metadata"]["name"]], self._bound[name]))
         if pair in self.hangs:
+            return
+        if pair in self.link_down:  # the addresses were exchanged over TCP, the RDMA link does not come up
+            self._end(pod, " Unable to Connect the HCA's through the link\n", 1)
+            self._end(server, " Unable to Connect the HCA's through the link\n", 1)
             return
         self._age[name] = self._age.get(name, 0) + 1
         if self._age[name] < 2:  # the test runs for a tick

@@ -51,9 +51,10 @@ class Rig:
     rdma: FakeRdma
 
     def run(self, sims: list[RdmaSim], *, min_gbps: float = 350.0, timeout: float = 5.0,
-            tolerations: tuple[dict[str, str], ...] = (GPU_TOLERATION,)) -> tuple[RdmaReport, Notes]:
+            tolerations: tuple[dict[str, str], ...] = (GPU_TOLERATION,),
+            network: str | None = None) -> tuple[RdmaReport, Notes]:
         targets = tuple(RdmaTarget(s.name, "ethernet" if s.fabric == "ethernet" else "infiniband", RESOURCE,
-                                   ROCE if s.fabric == "ethernet" else IB) for s in sims)
+                                   network or (ROCE if s.fabric == "ethernet" else IB)) for s in sims)
         plan = RdmaPlan(targets, "nvidia-network-operator", IMAGE, min_gbps, tolerations=tolerations,
                         timeout=timeout)
         conn = connect(self.cluster.kubeconfig)
@@ -272,3 +273,38 @@ def test_the_tables_show_each_node_and_each_pair_with_its_figures(five: Rig, cap
     assert [(p["pair"], p["average_gbps"], p["verdict"]) for p in bad] == [
         ("dgx-4<->dgx-5", 101.25, "below minimum")]
     assert doc["diagnosis"]["object"] == "pair dgx-4<->dgx-5 (infiniband)"
+
+
+def test_a_client_that_cannot_be_placed_is_unschedulable_with_the_schedulers_words(tmp_path: Path) -> None:
+    sims = [RdmaSim("dgx-1"), RdmaSim("dgx-2", gpus=0)]  # dgx-2 offers no GPU: its client cannot run
+    for rig in _rig(tmp_path, sims):
+        report, _ = rig.run(sims, timeout=0.5)
+        assert report.nodes[1].ok  # the RDMA signals are there; the GPU is what is missing
+        pair = report.pairs[0]
+        assert (pair.verdict, pair.average_gbps) == ("unschedulable", None)
+        diag = report.diagnosis
+        assert diag is not None and "(client on dgx-2)" in diag.object
+        assert diag.problem == ("the client pod cannot be scheduled: 0/3 nodes are available: 1 Insufficient "
+                                "nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector.")
+
+
+def test_a_server_without_the_secondary_network_times_out_naming_the_pair(tmp_path: Path) -> None:
+    sims = _dgxs(2)
+    for rig in _rig(tmp_path, sims):
+        report, _ = rig.run(sims, timeout=0.5, network="nvidia-network-operator/no-such-net")
+        pair = report.pairs[0]
+        assert pair.verdict == "timed out"
+        diag = report.diagnosis
+        assert diag is not None and diag.object.startswith("pair dgx-1<->dgx-2: Pod nvidia-network-operator/")
+        assert diag.problem == "the server pod did not start within 0.5s"
+        assert rig.rdma.measured == []
+
+
+def test_a_client_that_fails_without_a_report_shows_its_last_log_lines(five: Rig) -> None:
+    five.rdma.link_down.add(frozenset(("dgx-5", "dgx-1")))
+    report, _ = five.run(_dgxs(5))
+    assert {p.name: p.verdict for p in report.pairs if not p.ok} == {"dgx-5<->dgx-1": "failed"}
+    diag = report.diagnosis
+    assert diag is not None and "(client on dgx-1)" in diag.object
+    assert diag.problem == "the client pod Failed without an ib_write_bw report"
+    assert diag.log[-1] == " Unable to Connect the HCA's through the link"

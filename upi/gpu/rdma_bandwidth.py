@@ -138,7 +138,7 @@ def _server_failed(kube: Kube, plan: RdmaPlan, row: PairRow, name: str, node: st
         row.verdict = "timed out"
         row.problem = "the server pod has no address on the secondary network (Multus network-status)"
     else:
-        row.verdict, row.problem = "timed out", f"the server pod did not start within {plan.timeout:.0f}s"
+        row.verdict, row.problem = "timed out", f"the server pod did not start within {plan.timeout:g}s"
     row.diagnosis = Diagnosis(STEP, where, row.problem, "", row.log)
 
 
@@ -157,7 +157,7 @@ def _judge(kube: Kube, plan: RdmaPlan, row: PairRow, name: str, node: str, phase
     figures = parse(lines) if phase == "Succeeded" else None
     if phase is None:
         row.verdict = "timed out"
-        row.problem = f"the bandwidth test did not finish within {plan.timeout:.0f}s"
+        row.problem = f"the bandwidth test did not finish within {plan.timeout:g}s"
     elif figures is None:
         row.verdict = "failed"
         row.problem = f"the client pod {phase} without an ib_write_bw report"
