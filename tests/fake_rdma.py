@@ -100,6 +100,7 @@ class FakeRdma:
         self.report_gbits = True
         self.hangs: set[frozenset[str]] = set()  # pairs whose test never ends
         self.link_down: set[frozenset[str]] = set()  # pairs whose QPs cannot connect (write_bw.c)
+        self.unpullable: set[str] = set()  # images the registry does not hold (a disconnected mirror lacks)
         self.overlaps: list[tuple[str, list[str]]] = []
         self.measured: list[tuple[str, str]] = []
         self.most_servers_at_once = 0  # test servers that existed together (pairs of a round run at once)
@@ -242,19 +243,17 @@ class FakeRdma:
     def _start(self, pod: Obj, node: str) -> None:
         """Multus attaches the networks, then the container starts (or cannot: an unknown network)."""
         meta = pod["metadata"]
+        image = pod["spec"]["containers"][0]["image"]
+        if image in self.unpullable:  # kubelet retries with a back-off (as tests/fake_gpu.py's runner)
+            self._waiting(pod, "ImagePullBackOff", f'Back-off pulling image "{image}"')
+            return
         wanted = (meta.get("annotations") or {}).get("k8s.v1.cni.cncf.io/networks", "")
         status: list[Obj] = [{"name": "ovn-kubernetes", "interface": "eth0", "default": True, "dns": {},
                               "ips": [f"10.128.{len(self._bound)}.{len(self._ips) + 10}"]}]
         for i, net in enumerate(n.strip() for n in wanted.split(",") if n.strip()):
             prefix = self.networks.get(net)
             if prefix is None:  # Multus cannot find the NetworkAttachmentDefinition: no sandbox
-                c = pod["spec"]["containers"][0]
-                waiting = {"reason": "ContainerCreating"}
-                self.api.set_status("v1", "Pod", meta["name"], meta["namespace"], {
-                    "phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
-                    "containerStatuses": [{"name": c["name"], "ready": False, "restartCount": 0,
-                                           "imageID": "", "image": c["image"],
-                                           "state": {"waiting": waiting}}]})
+                self._waiting(pod, "ContainerCreating", "")
                 return
             ip = f"{prefix}.{len(self._ips) + 10}"
             self._ips[meta["name"]] = ip
@@ -278,6 +277,15 @@ class FakeRdma:
             error = self._cannot_run(pod)
             if error is not None:
                 self._end(pod, error, 1)
+
+    def _waiting(self, pod: Obj, reason: str, message: str) -> None:
+        meta, c = pod["metadata"], pod["spec"]["containers"][0]
+        waiting = {"reason": reason, **({"message": message} if message else {})}
+        st = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
+              "containerStatuses": [{"name": c["name"], "ready": False, "restartCount": 0, "imageID": "",
+                                     "image": c["image"], "state": {"waiting": waiting}}]}
+        if pod.get("status") != st:
+            self.api.set_status("v1", "Pod", meta["name"], meta["namespace"], st)
 
     def _cannot_run(self, pod: Obj) -> str | None:
         container = pod["spec"]["containers"][0]

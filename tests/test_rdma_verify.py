@@ -308,3 +308,16 @@ def test_a_client_that_fails_without_a_report_shows_its_last_log_lines(five: Rig
     assert diag is not None and "(client on dgx-1)" in diag.object
     assert diag.problem == "the client pod Failed without an ib_write_bw report"
     assert diag.log[-1] == " Unable to Connect the HCA's through the link"
+
+
+def test_a_test_image_that_cannot_be_pulled_is_named(tmp_path: Path) -> None:
+    sims = _dgxs(2)
+    for rig in _rig(tmp_path, sims):
+        rig.rdma.unpullable.add(IMAGE)
+        report, _ = rig.run(sims, timeout=0.5)
+        assert report.pairs[0].verdict == "failed"
+        diag = report.diagnosis
+        assert diag is not None and "(server on dgx-1)" in diag.object
+        assert diag.problem == (f"the server pod cannot start: the image {IMAGE} cannot be pulled "
+                                f'(ImagePullBackOff: Back-off pulling image "{IMAGE}")')
+        assert "oc-mirror" in diag.fix

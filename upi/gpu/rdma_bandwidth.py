@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from upi.gpu.kube import Kube
 from upi.gpu.objects import Obj
+from upi.gpu.pods import pull_failure
 from upi.gpu.rdma_pairs import Pair
 from upi.gpu.rdma_perftest import CONTAINER, command, network_ip, parse, pod
 from upi.gpu.steps import Clock, Diagnosis, Reporter
@@ -119,18 +120,33 @@ def _pending_reason(pod_obj: Obj) -> str | None:
     return None
 
 
-def _server_failed(kube: Kube, plan: RdmaPlan, row: PairRow, name: str, node: str) -> None:
-    """Why the server never offered an address: unschedulable, ended, no secondary network, or too slow."""
-    current = kube.get("v1", "Pod", name, plan.namespace) or {}
-    phase = (current.get("status") or {}).get("phase", "Pending")
+def _stuck(plan: RdmaPlan, row: PairRow, current: Obj, name: str, role: str, node: str) -> bool:
+    """A pod that never ran: the scheduler cannot place it (its words), or its image cannot be pulled."""
+    where = f"pair {row.name}: Pod {plan.namespace}/{name} ({role} on {node})"
     unplaced = _pending_reason(current)
-    where = f"pair {row.name}: Pod {plan.namespace}/{name} (server on {node})"
     if unplaced is not None:
-        row.verdict, row.problem = "unschedulable", f"the server pod cannot be scheduled: {unplaced}"
-        fix = f"{node} must offer one {plan.gpu_resource} and one {row.fabric} RDMA device free, and the " \
-              "pods must tolerate its taints"
+        row.verdict, row.problem = "unschedulable", f"the {role} pod cannot be scheduled: {unplaced}"
+        fix = (f"{node} must offer one {plan.gpu_resource} and one {row.fabric} RDMA device free, and the "
+               "pods must tolerate its taints")
         row.diagnosis = Diagnosis(STEP, where, row.problem, "", (), fix)
+        return True
+    pull = pull_failure(current)
+    if pull is not None:
+        row.verdict, row.problem = "failed", f"the {role} pod cannot start: {pull.text()}"
+        row.diagnosis = Diagnosis(STEP, where, row.problem, "", (),
+                                  "mirror the perftest image (disconnected: oc-mirror and an "
+                                  "ImageDigestMirrorSet) or fix the pull secret")
+        return True
+    return False
+
+
+def _server_failed(kube: Kube, plan: RdmaPlan, row: PairRow, name: str, node: str) -> None:
+    """Why the server never offered an address: not placed, not pulled, ended, no secondary network, slow."""
+    current = kube.get("v1", "Pod", name, plan.namespace) or {}
+    if _stuck(plan, row, current, name, "server", node):
         return
+    phase = (current.get("status") or {}).get("phase", "Pending")
+    where = f"pair {row.name}: Pod {plan.namespace}/{name} (server on {node})"
     row.log = tuple(kube.logs(name, plan.namespace, CONTAINER, tail=LOG_LINES))
     if phase in ("Succeeded", "Failed"):
         row.verdict, row.problem = "failed", f"the server pod ended ({phase}) before its client connected"
@@ -146,11 +162,7 @@ def _judge(kube: Kube, plan: RdmaPlan, row: PairRow, name: str, node: str, phase
     """The pair's verdict from its client: the figures against the minimum, or why there are none."""
     current = kube.get("v1", "Pod", name, plan.namespace) or {}
     where = f"pair {row.name}: Pod {plan.namespace}/{name} (client on {node})"
-    unplaced = _pending_reason(current) if phase is None else None
-    if unplaced is not None:
-        row.verdict, row.problem = "unschedulable", f"the client pod cannot be scheduled: {unplaced}"
-        row.diagnosis = Diagnosis(STEP, where, row.problem, "", (),
-                                  f"{node} must offer one {plan.gpu_resource} and one RDMA device free")
+    if phase is None and _stuck(plan, row, current, name, "client", node):
         return
     lines = kube.logs(name, plan.namespace, CONTAINER, tail=60)
     row.log = tuple(lines[-LOG_LINES:])
