@@ -27,51 +27,47 @@ STEP = "verify RDMA"
 LOG_LINES = 10
 
 
-def _resources(plan: RdmaPlan, target: RdmaTarget) -> dict[str, str]:
-    return {plan.gpu_resource: "1", target.resource: "1"}
-
-
 def run_round(kube: Kube, plan: RdmaPlan, pairs: list[tuple[Pair, PairRow]], by_node: dict[str, RdmaTarget],
               clock: Clock, reporter: Reporter) -> None:
     """The round's pairs at once: servers created and awaited for their address, then clients; all deleted."""
     started = time.monotonic()
     end = started + min(plan.timeout, clock.left())
     created: list[str] = []
-    index = {id(row): i for i, (_, row) in enumerate(pairs)}
     try:
-        servers: dict[int, str] = {}
-        for pair, row in pairs:
-            target = by_node[pair.server]
-            obj = pod(role="server", pair=index[id(row)], node=pair.server, namespace=plan.namespace,
-                      image=plan.image, argv=command(plan.test, target.device), network=target.network,
-                      resources=_resources(plan, target), tolerations=list(plan.tolerations))
-            servers[id(row)] = kube.create(obj)["metadata"]["name"]
-            created.append(servers[id(row)])
-            reporter.note(f"RDMA server pod {plan.namespace}/{servers[id(row)]} on {pair.server}")
-        networks = {id(row): by_node[pair.server].network for pair, row in pairs}
-        ips = _await(kube, plan, servers, end, clock, lambda p, k: _server_ready(p, networks[k]))
+        servers = {i: _create(kube, plan, ("server", i, pair), by_node[pair.server], None, created, reporter)
+                   for i, (pair, _) in enumerate(pairs)}
+        ips = _await(kube, plan, servers, end, clock,
+                     lambda p, i: _server_ready(p, by_node[pairs[i][0].server].network))
         clients: dict[int, str] = {}
-        for pair, row in pairs:
-            ip = ips.get(id(row))
-            if not ip:
-                _server_failed(kube, plan, row, servers[id(row)], pair.server)
-                continue
-            target = by_node[pair.client]
-            obj = pod(role="client", pair=index[id(row)], node=pair.client, namespace=plan.namespace,
-                      image=plan.image, argv=command(plan.test, target.device, ip), network=target.network,
-                      resources=_resources(plan, target), tolerations=list(plan.tolerations))
-            clients[id(row)] = kube.create(obj)["metadata"]["name"]
-            created.append(clients[id(row)])
-            reporter.note(f"RDMA client pod {plan.namespace}/{clients[id(row)]} on {pair.client} -> {ip}")
+        for i, (pair, row) in enumerate(pairs):
+            if ips.get(i):
+                clients[i] = _create(kube, plan, ("client", i, pair), by_node[pair.client], ips[i], created,
+                                     reporter)
+            else:
+                _server_failed(kube, plan, row, servers[i], pair.server)
         done = _await(kube, plan, clients, end, clock, lambda p, _: _finished(p))
-        for pair, row in pairs:
-            if id(row) in clients:
-                _judge(kube, plan, row, clients[id(row)], pair.client, done.get(id(row)))
+        for i, (pair, row) in enumerate(pairs):
+            if i in clients:
+                _judge(kube, plan, row, clients[i], pair.client, done.get(i))
             row.seconds = round(time.monotonic() - started, 1)
             reporter.note(f"{row.name}: {_said(row)}")
     finally:
         for name in created:
             kube.delete("v1", "Pod", name, plan.namespace)
+
+
+def _create(kube: Kube, plan: RdmaPlan, which: tuple[str, int, Pair], target: RdmaTarget,
+            server_ip: str | None, created: list[str], reporter: Reporter) -> str:
+    """Create one side's pod on `target`'s node (the client given the server's address); its name."""
+    role, index, pair = which
+    obj = pod(role=role, pair=f"{pair.round + 1}-{index}", node=target.node, namespace=plan.namespace,
+              image=plan.image, argv=command(plan.test, target.device, server_ip), network=target.network,
+              resources={plan.gpu_resource: "1", target.resource: "1"}, tolerations=list(plan.tolerations))
+    name = str(kube.create(obj)["metadata"]["name"])
+    created.append(name)
+    reporter.note(f"RDMA {role} pod {plan.namespace}/{name} on {target.node}"
+                  + (f" -> {server_ip}" if server_ip else ""))
+    return name
 
 
 def _said(row: PairRow) -> str:

@@ -42,7 +42,7 @@ Obj = dict[str, Any]
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
 POD_LABEL = "upi.openshift.io/rdma-bandwidth"  # server | client
-PAIR_LABEL = "upi.openshift.io/rdma-pair"  # the pair's index in the run
+PAIR_LABEL = "upi.openshift.io/rdma-pair"  # `<round>-<index in the round>`: the two pods of a pair
 CONTAINER = "ib-write-bw"
 PROGRAM = "ib_write_bw"
 MIB_PER_GB = 10**9 / (2**20 * 8)  # perftest's help: Factor=10^9/(2^20*8)=119.2
@@ -74,7 +74,7 @@ def command(test: BandwidthTest, device: str = "", server_ip: str | None = None)
     return argv + ([server_ip] if server_ip else [])
 
 
-def pod(*, role: str, pair: int, node: str, namespace: str, image: str, argv: list[str], network: str,
+def pod(*, role: str, pair: str, node: str, namespace: str, image: str, argv: list[str], network: str,
         resources: dict[str, str], tolerations: list[Obj]) -> Obj:
     """A test pod pinned to `node` by name, with one GPU, the RDMA device, the secondary network, IPC_LOCK.
 
@@ -88,7 +88,7 @@ def pod(*, role: str, pair: int, node: str, namespace: str, image: str, argv: li
         "metadata": {
             "generateName": f"upi-rdma-{role}-",
             "namespace": namespace,
-            "labels": {POD_LABEL: role, PAIR_LABEL: str(pair), "app.kubernetes.io/managed-by": "upi"},
+            "labels": {POD_LABEL: role, PAIR_LABEL: pair, "app.kubernetes.io/managed-by": "upi"},
             "annotations": {NETWORKS: network},
         },
         "spec": {
