@@ -197,24 +197,8 @@ class FakeRdma:
         node_name = _pinned_to(spec)
         nodes = self.api.list("v1", "Node")
         node = next((n for n in nodes if n["metadata"]["name"] == node_name), None)
-        others = len(nodes) - 1
-        reason = None
-        if node is None:
-            reason = f"{len(nodes)} node(s) didn't match Pod's node affinity/selector"
-        else:
-            untolerated = [t for t in (node.get("spec") or {}).get("taints") or []
-                           if t.get("effect") in ("NoSchedule", "NoExecute")
-                           and not any(_tolerates(tol, t) for tol in spec.get("tolerations") or [])]
-            short = self._short(node, pod)
-            if untolerated:
-                t = untolerated[0]
-                reason = f"1 node(s) had untolerated taint {{{t['key']}: {t.get('value', '')}}}"
-            elif short:
-                reason = f"1 Insufficient {short}"
-            if reason and others:
-                reason += f", {others} node(s) didn't match Pod's node affinity/selector"
-        if reason is not None:
-            msg = f"0/{len(nodes)} nodes are available: {reason}."
+        msg = self._unschedulable(pod, node, len(nodes))
+        if msg is not None:
             st = {"phase": "Pending", "conditions": [
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg}]}
             if pod.get("status") != st:
@@ -226,6 +210,42 @@ class FakeRdma:
             self.overlaps.append((node_name, [*busy, meta["name"]]))
         self._bound[meta["name"]] = node_name
         self._start(pod, node_name)
+
+    def _unschedulable(self, pod: Obj, node: Obj | None, total: int) -> str | None:
+        """The scheduler's FitError text, or None when the pod fits its node.
+
+        Each node's reason, counted and sorted as text (FitError.Error,
+        sortReasonsHistogram), then what preemption found: victims could not
+        make room for a taint or a node affinity ("not helpful"), nor for
+        resources held by pods of the same priority ("No preemption victims").
+        """
+        reasons: dict[str, int] = {}
+        preemption: dict[str, int] = {}
+        useless = "Preemption is not helpful for scheduling"
+        no_victims = "No preemption victims found for incoming pod"
+        others = total - (node is not None)
+        if others:
+            reasons["node(s) didn't match Pod's node affinity/selector"] = others
+            preemption[useless] = others
+        if node is not None:
+            untolerated = [t for t in (node.get("spec") or {}).get("taints") or []
+                           if t.get("effect") in ("NoSchedule", "NoExecute")
+                           and not any(_tolerates(tol, t) for tol in pod["spec"].get("tolerations") or [])]
+            short = self._short(node, pod)
+            if untolerated:
+                t = untolerated[0]
+                reasons[f"node(s) had untolerated taint {{{t['key']}: {t.get('value', '')}}}"] = 1
+                preemption[useless] = preemption.get(useless, 0) + 1
+            elif short:
+                reasons[f"Insufficient {short}"] = 1
+                preemption[no_victims] = 1
+            else:
+                return None
+
+        def text(counts: dict[str, int]) -> str:
+            return ", ".join(sorted(f"{n} {why}" for why, n in counts.items()))
+        return (f"0/{total} nodes are available: {text(reasons)}. "
+                f"preemption: 0/{total} nodes are available: {text(preemption)}.")
 
     def _short(self, node: Obj, pod: Obj) -> str | None:
         """The first extended resource the pod asks for beyond what the node has left."""

@@ -285,7 +285,9 @@ def test_a_client_that_cannot_be_placed_is_unschedulable_with_the_schedulers_wor
         diag = report.diagnosis
         assert diag is not None and "(client on dgx-2)" in diag.object
         assert diag.problem == ("the client pod cannot be scheduled: 0/3 nodes are available: 1 Insufficient "
-                                "nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector.")
+                                "nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. "
+                                "preemption: 0/3 nodes are available: 1 No preemption victims found for "
+                                "incoming pod, 2 Preemption is not helpful for scheduling.")
 
 
 def test_a_server_without_the_secondary_network_times_out_naming_the_pair(tmp_path: Path) -> None:
