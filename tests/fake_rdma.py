@@ -29,9 +29,10 @@ run after every write and on every tick). It holds the installed state issue
   gets the `k8s.v1.cni.cncf.io/network-status` annotation (the default
   network first, `default: true`, then `net1` on the secondary one with an
   address from its range); an unknown network leaves the pod ContainerCreating.
-- `ib_write_bw` (linux-rdma/perftest): the server waits for a client; the
-  client, given the server's address, prints perftest's report table with
-  the figure the test chose for the pair (`bandwidth`), both then exit 0.
+- `ib_write_bw` (linux-rdma/perftest; its output in tests/fake_perftest.py):
+  the server waits for a client; the client, given the server's address,
+  prints perftest's report table with the figure the test chose for the pair
+  (`bandwidth`), both then exit 0.
   What perftest prints when it cannot run: no RDMA device in the container
   (" Unable to find the Infiniband/RoCE device", write_bw.c), no GPU
   ("There are no available device(s) that support CUDA", cuda_memory.c), no
@@ -51,6 +52,7 @@ from typing import Any
 
 import fake_driver
 from fake_gpu import KERNEL, RHCOS, FakeGpuCluster
+from fake_perftest import PERFTEST_PORT, report
 
 Obj = dict[str, Any]
 POD_LABEL = "upi.openshift.io/rdma-bandwidth"  # what upi labels its test pods with (upi.gpu.rdma_perftest)
@@ -60,10 +62,6 @@ DRIVER_IMAGE = "nvcr.io/nvidia/driver:580.95.05-rhcos4.16"
 PEERMEM_WAITS = "waiting for mellanox ofed and nvidia drivers to be installed\n"
 PEERMEM_LOADED = "successfully loaded nvidia-peermem module, now waiting for signal\n"
 PEERMEM_FAILED = "failed to load nvidia-peermem module\n"
-PERFTEST_PORT = 18515
-RULE = "-" * 87 + "\n"
-HEADER_GB = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
-HEADER_MIB = " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]\n"
 
 
 @dataclass
@@ -353,8 +351,8 @@ class FakeRdma:
             return
         gbps = self.bandwidth.get(pair, self.default_gbps)
         self.measured.append((self._bound[server["metadata"]["name"]], self._bound[name]))
-        self._end(pod, _report(argv, gbps, self.report_gbits), 0)
-        self._end(server, _report(argv, gbps, self.report_gbits, server=True), 0)
+        self._end(pod, report(argv, gbps, self.report_gbits), 0)
+        self._end(server, report(argv, gbps, self.report_gbits, server=True), 0)
 
     def _end(self, pod: Obj, log: str, code: int) -> None:
         meta = pod["metadata"]
@@ -410,28 +408,3 @@ def _requests(pod: Obj) -> dict[str, int]:
             if "/" in res:
                 out[res] = out.get(res, 0) + int(qty)
     return out
-
-
-def _report(argv: list[str], gbps: float, gbits: bool, *, server: bool = False) -> str:
-    """perftest's RDMA_Write BW output around the result row (REPORT_FMT), peak a little above average."""
-    size = int(argv[argv.index("-s") + 1]) if "-s" in argv else 65536
-    duration = int(argv[argv.index("-D") + 1]) if "-D" in argv else 5
-    iters = max(1, int(gbps * 1e9 / 8 / size * duration))
-    peak, avg = gbps * 1.0005, gbps
-    header = HEADER_GB
-    if not gbits:
-        mib = 10**9 / 8 / 2**20  # MiB/s per Gb/s: perftest measures bytes, then divides as it reports
-        peak, avg, header = peak * mib, avg * mib, HEADER_MIB
-    cuda = ("initializing CUDA\nListing all CUDA devices in system:\nCUDA device 0: PCIe address is 1B:00\n\n"
-            "Picking device No. 0\n[pid = 1, dev = 0] device name = [NVIDIA H100 80GB HBM3]\n"
-            "creating CUDA Ctx\nmaking it the current CUDA Ctx\n")
-    info = (RULE + "                    RDMA_Write BW Test\n"
-            " Dual-port       : OFF\t\tDevice         : mlx5_0\n"
-            " Number of qps   : 1\t\tTransport type : IB\n"
-            " Connection type : RC\t\tUsing SRQ      : OFF\n"
-            " TX depth        : 128\n CQ Moderation   : 1\n Mtu             : 4096[B]\n"
-            " Link type       : IB\n Max inline data : 0[B]\n rdma_cm QPs\t : OFF\n"
-            " Data ex. method : Ethernet\n" + RULE)
-    rate = iters / duration / 1e6
-    row = f" {size:<7}    {iters:<10}       {peak:<7.2f}            {avg:<7.2f}\t\t     {rate:<7.6f}\n"
-    return cuda + info + (RULE if server else "") + RULE + header + row + RULE
