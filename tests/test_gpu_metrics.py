@@ -177,3 +177,22 @@ def test_a_prometheus_error_answer_is_named() -> None:
     ok = {"status": "success", "data": {"resultType": "vector", "result": [
         {"metric": {"gpu": "0", "Hostname": "worker-0"}, "value": [1.0, "3"]}]}}
     assert _vector(json.dumps(ok).encode(), "q") == ok["data"]["result"]  # type: ignore[index]
+
+
+def test_an_account_without_cluster_monitoring_view_is_403_named(runner, tmp_path: Path) -> None:
+    fake = start_cluster(tmp_path)
+    try:
+        # A service account's token in the kubeconfig, as a CI job logged in with one: never bound.
+        fake.api.put({"apiVersion": "v1", "kind": "ServiceAccount",
+                      "metadata": {"name": "ci", "namespace": "default"}})
+        code, doc = fake.api.token_request("default", "ci", {"spec": {"expirationSeconds": 3600}})
+        assert code == 201
+        token = doc["status"]["token"]
+        result = runner.invoke(app, _args(gpu_inventory(tmp_path), fake, _with_token(fake, token)))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1, result.output
+    assert (f"GPU step 'metrics' failed at Thanos querier https://localhost:{fake.thanos.port}: HTTP 403"
+            in result.output)
+    assert "fix: the account may not read metrics: bind it to cluster-monitoring-view" in result.output
+    assert token not in result.output and fake.thanos.queries == []
