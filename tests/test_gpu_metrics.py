@@ -196,3 +196,18 @@ def test_an_account_without_cluster_monitoring_view_is_403_named(runner, tmp_pat
             in result.output)
     assert "fix: the account may not read metrics: bind it to cluster-monitoring-view" in result.output
     assert token not in result.output and fake.thanos.queries == []
+
+
+@pytest.mark.parametrize(("said", "problem"), [
+    ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer certificate "
+     "(_ssl.c:1006)", "its TLS certificate is not signed by the CA"),
+    ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: Hostname mismatch, certificate is not "
+     "valid for 'thanos'. (_ssl.c:1006)",
+     "its TLS certificate is not for this host (Hostname mismatch, certificate is not valid for 'thanos'.)"),
+    ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: certificate has expired (_ssl.c:1006)",
+     "its TLS certificate does not verify against the CA (certificate has expired)"),
+], ids=["other-ca", "other-host", "expired"])
+def test_a_tls_failure_says_which(said: str, problem: str) -> None:
+    from upi.gpu.metrics import _tls_problem
+
+    assert _tls_problem(said, "the CA") == problem

@@ -177,17 +177,28 @@ class Querier:
                    403: f"the account may not read metrics: bind it to {VIEW_ROLE}"}.get(exc.code, "")
             raise GpuFailed(Diagnosis("metrics", where, f"HTTP {exc.code}", fix=fix)) from None
         except httpx2.ConnectError as exc:
-            if "CERTIFICATE_VERIFY_FAILED" in str(exc) or "certificate verify failed" in str(exc):
+            said = str(exc)
+            if "CERTIFICATE_VERIFY_FAILED" in said or "certificate verify failed" in said:
                 raise GpuFailed(Diagnosis(
-                    "metrics", where, f"its TLS certificate is not signed by {self.trusted}",
-                    fix="the route's certificate must chain to the default ingress CA; upi never skips "
-                        "TLS verification")) from None
+                    "metrics", where, _tls_problem(said, self.trusted),
+                    fix="the route's certificate must chain to the default ingress CA and name the "
+                        "route's host; upi never skips TLS verification")) from None
             raise GpuFailed(Diagnosis("metrics", where, f"cannot connect: {exc}",
                                       fix="check *.apps resolves to the load balancer and port 443 is open"))\
                 from None
         except (httpx2.HTTPError, OSError, ClusterError) as exc:
             raise GpuFailed(Diagnosis("metrics", where, f"no answer: {exc}")) from None
         return _vector(raw, where)
+
+
+def _tls_problem(said: str, trusted: str) -> str:
+    """What OpenSSL's verify error means here: another CA, another host, or another reason."""
+    reason = said.split("certificate verify failed:", 1)[-1].split("(_ssl", 1)[0].strip(" )") or said
+    if "issuer" in reason or "self-signed" in reason or "self signed" in reason:
+        return f"its TLS certificate is not signed by {trusted}"
+    if "mismatch" in reason:
+        return f"its TLS certificate is not for this host ({reason})"
+    return f"its TLS certificate does not verify against {trusted} ({reason})"
 
 
 def _vector(raw: bytes, where: str) -> list[Obj]:
