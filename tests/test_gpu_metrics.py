@@ -154,6 +154,8 @@ def test_metrics_off_asks_no_querier(runner, tmp_path: Path, cluster: FakeGpuClu
     assert result.exit_code == 0, result.output
     assert cluster.thanos.queries == []
     assert cluster.api.get("v1", "ServiceAccount", "upi-gpu-metrics", "nvidia-gpu-operator") is None
+    assert "gpu_pool.metrics is false: the GPU metrics are not checked" in result.stderr
+    assert [n["metrics"] for n in json.loads(result.stdout)["nodes"]] == ["", ""]
     policy = cluster.api.get("nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy")
     assert policy is not None and policy["spec"]["dcgmExporter"]["serviceMonitor"]["enabled"] is False
 

@@ -209,9 +209,11 @@ def _metrics(inv: Inventory, kube: Kube, clock: Clock, reporter: Reporter, repor
     from upi.gpu.metrics import prove_series
     from upi.inventory.gpupool import pool_settings
 
-    if not pool_settings(inv).metrics:
-        return
     reporter.stage("metrics", "started")
+    if not pool_settings(inv).metrics:
+        reporter.note("gpu_pool.metrics is false: the GPU metrics are not checked")
+        reporter.stage("metrics", "done")
+        return
     gpus = {n.name: n.gpus for n in inv.nodes}
     found = prove_series(kube, {r.node: gpus.get(r.node) for r in report.nodes if r.node not in partitioned},
                          namespace, clock, report.changes, reporter)
