@@ -213,3 +213,24 @@ def test_a_tls_failure_says_which(said: str, problem: str) -> None:
     from upi.gpu.metrics import _tls_problem
 
     assert _tls_problem(said, "the CA") == problem
+
+
+@pytest.mark.parametrize(("route", "said"), [
+    (None, "the cluster has no Thanos querier route: cluster monitoring is not running"),
+    ({"spec": {"host": "evil@example.com/x"}}, "the route's host: 'evil@example.com/x' is not a host name"),
+    ({"spec": {}}, "the route's host: it has no host"),
+], ids=["absent", "not-a-host", "no-host"])
+def test_a_querier_route_upi_cannot_use_is_named(
+        runner, tmp_path: Path, route: dict | None, said: str) -> None:
+    fake = start_cluster(tmp_path)
+    try:
+        fake.api.delete("route.openshift.io/v1", "Route", "thanos-querier", "openshift-monitoring")
+        if route is not None:
+            meta = {"name": "thanos-querier", "namespace": "openshift-monitoring"}
+            fake.api.put({"apiVersion": "route.openshift.io/v1", "kind": "Route", "metadata": meta, **route})
+        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), fake))
+    finally:
+        fake.stop()
+    assert result.exit_code == 1, result.output
+    assert f"GPU step 'metrics' failed at Route openshift-monitoring/thanos-querier: {said}" in result.output
+    assert fake.thanos.queries == []

@@ -41,6 +41,7 @@ since dcgm-exporter #655). GPUs in MIG mode report no DCGM_FI_DEV_GPU_UTIL
 from __future__ import annotations
 
 import json
+import re
 import ssl
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,8 @@ TOKEN_SECONDS = 600  # TokenRequest's minimum lifetime: one run's queries, no lo
 # balancer's 443 frontend on bare metal). A module constant so a test's fake router can listen elsewhere.
 ROUTER_PORT = 443
 QUERY_SECONDS = 30.0
+# A route's host is a DNS name (route.openshift.io validation): nothing else goes into the URL.
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 
 
 @dataclass
@@ -122,8 +125,9 @@ def querier_host(kube: Kube) -> str:
     ingress = (route.get("status") or {}).get("ingress") or []
     host = (ingress[0].get("host") if ingress and isinstance(ingress[0], dict) else None) or \
         (route.get("spec") or {}).get("host")
-    if not isinstance(host, str) or not host:
-        raise GpuFailed(Diagnosis("metrics", f"Route {MONITORING_NS}/{ROUTE}", "the route has no host",
+    if not isinstance(host, str) or not _HOST.fullmatch(host):
+        said = f"{host[:80]!r} is not a host name" if isinstance(host, str) and host else "it has no host"
+        raise GpuFailed(Diagnosis("metrics", f"Route {MONITORING_NS}/{ROUTE}", f"the route's host: {said}",
                                   fix=f"oc get route -n {MONITORING_NS} {ROUTE} -o yaml"))
     return host
 
