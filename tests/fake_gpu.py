@@ -22,6 +22,7 @@ import fake_images
 import yaml
 from fake_apiserver import FakeApiServer, Obj, now
 from fake_mco import FakeMco
+from fake_thanos import FakeThanos
 from kube_schema import csv as real_csv
 
 NFD_PREFIX = "feature.node.kubernetes.io/"
@@ -114,6 +115,9 @@ class FakeGpuCluster:
         self._seed()
         self.mco = FakeMco(self.api)  # the GPU pool's MachineConfigPool rollout (tests/fake_mco.py)
         self.mco.seed()
+        # The cluster's monitoring: the Thanos querier route over the GPU series (tests/fake_thanos.py).
+        self.thanos = FakeThanos(workdir / "thanos", self.api, {n.name: n.gpus for n in nodes})
+        self.thanos.seed()
         # The operators' CRDs exist only once OLM has run their InstallPlans.
         self.api.withhold("nfd.openshift.io/v1", "NodeFeatureDiscovery")
         self.api.withhold("nvidia.com/v1", "ClusterPolicy")
@@ -121,10 +125,12 @@ class FakeGpuCluster:
 
     def start(self) -> FakeGpuCluster:
         self.api.start()
+        self.thanos.start()
         return self
 
     def stop(self) -> None:
-        self.api.stop()
+        self.api.stop()  # first: its controllers stop acting the moment the test is done
+        self.thanos.stop()
 
     @property
     def kubeconfig(self) -> Path:
