@@ -223,8 +223,16 @@ def push(
     if result.steps:
         console.print_table("commands" + (" (would run)" if dry_run else ""), ["target", "why", "command"],
                             ((s.target, s.purpose, " ".join(s.argv)) for s in result.steps))
+    for f in result.files:
+        if f.status == "kept":
+            console.say(f"{f.host}:{f.dest}: {f.note}")
+    placed = [f for f in result.files if f.status not in ("removed", "kept")]
+    uploaded = sum(f.status != "unchanged" for f in placed)
+    removed = sum(f.status == "removed" for f in result.files)
     verb = "would upload" if dry_run else "uploaded"
-    console.say(f"{verb} {len(result.changed)} of {len(result.files)} files")
+    console.say(f"{verb} {uploaded} of {len(placed)} files"
+                + (f", {'would remove' if dry_run else 'removed'} {removed} upi no longer renders"
+                   if removed else ""))
 
 
 @app.command(

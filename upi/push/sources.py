@@ -73,8 +73,17 @@ def plans_for(inv: Inventory, files: list[RenderedFile], only: TargetName | None
     for name, items in grouped.items():
         ssh, _ = host_access(inv, name)
         reload = list(ssh.reload_command) if ssh.reload_command else DEFAULT_RELOAD[name]
-        plans.append(TargetPlan(name, items, reload))
+        plans.append(TargetPlan(name, items, reload, inv.cluster.domain))
     return plans
+
+
+def owned_roots(inv: Inventory, name: TargetName) -> tuple[str, ...]:
+    """The roots of a target whose files can go stale (upi.push.owned.TRACKED): a full push prunes them."""
+    if name != "provisioner":
+        return ()
+    prov = inv.provisioner
+    return tuple(dict.fromkeys(posixpath.normpath(r) for r in (prov.dnsmasq_dir, prov.tftp_root,
+                                                                prov.http_root)))
 
 
 def _manifest(tree: Tree, out: Path, inv: Inventory) -> dict[str, Any]:
@@ -238,12 +247,27 @@ def read_render_dir(inv: Inventory, out: Path) -> tuple[list[RenderedFile], list
                                  "`upi render`?): run `upi render` again")
             files.append(rendered)
         images = manifest_images(doc)
-        http = _http_tree(tree, out, images)
+        http = [(rel, local) for rel, local in _http_tree(tree, out, images)
+                if not _other_own_ignition(inv, rel)]
         published = {rel for rel, _ in http}
         gone = sorted(p for p in images if p.startswith(f"{HTTP_DIR}/") and p not in published)
         if gone:  # as _tftp_images refuses a missing tftp/ one
             raise UsageError(_unstaged(out, gone[0]))
         return files, http + _tftp_images(tree, out, images)
+
+
+def _other_own_ignition(inv: Inventory, rel: str) -> bool:
+    """Whether `rel` is a day-2 node's own ignition (`upi nodes add`) for a node not in the inventory.
+
+    The node was removed: its file stays in DIR but is no longer published,
+    so the push removes it from the HTTP server (upi.push.owned).
+    """
+    from upi.facts.boot import OWN_IGNITION_DIR
+
+    head, _, name = rel.removeprefix(f"{HTTP_DIR}/").rpartition("/")
+    if head != OWN_IGNITION_DIR or not name.endswith(".ign"):
+        return False
+    return name.removesuffix(".ign") not in {n.name for n in inv.nodes}
 
 
 def _unstaged(out: Path, path: str) -> str:
