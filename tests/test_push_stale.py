@@ -17,6 +17,7 @@ import pytest
 import yaml
 from conftest import require
 from pushkit import Site, Sshd, make_site
+from realtftp import lab_ip, serve_tftp
 
 from upi.cli import app
 
@@ -48,6 +49,11 @@ def site(request, runner, tmp_path: Path, example_dir: Path) -> Site:
         known.write_text(server.known_hosts_line())
         ssh = {"host": "127.0.0.1", "port": server.port, "user": "root", "known_hosts": str(known),
                "identity_file": str(server.client_key)}
+    return build_site(runner, tmp_path, example_dir, ssh)
+
+
+def build_site(runner, tmp_path: Path, example_dir: Path, ssh: dict[str, object]) -> Site:
+    """The site of the `site` fixture, reached through `ssh`."""
     doc = yaml.safe_load((example_dir / "dgxpod.yaml").read_text())
     doc["nodes"].append({"name": "worker-9", "role": "worker", "mac": BIOS_MAC, "ip": BIOS_IP,
                          "firmware": "bios"})
@@ -152,3 +158,41 @@ def test_a_hostile_ledger_entry_never_leads_outside_its_root(runner, site) -> No
     assert _push(runner, site).exit_code == 0
     assert victim.read_text() == "x\n"
     assert not (site.root / GONE_UEFI).exists()
+
+
+def test_check_tftp_names_a_removed_nodes_boot_file_until_the_push_removes_it(
+        runner, tmp_path: Path, example_dir: Path) -> None:
+    """The real dnsmasq serves the TFTP root pushed to (tests/realtftp.py); the check reads the record."""
+    site = build_site(runner, tmp_path, example_dir, {"local": True})
+    (tmp_path / "empty").mkdir()
+
+    def check() -> dict[str, dict[str, str]]:
+        res = runner.invoke(app, ["check", "tftp", str(site.inventory), "--server", lab_ip(), "--json",
+                                  "--timeout", "0.5", "--retries", "1"])
+        return {r["check"]: r for r in json.loads(res.stdout)["checks"]}
+
+    stale = f"TFTP {GONE_BIOS.removeprefix('var/lib/tftpboot/')}"
+    ledger = "TFTP .upi-owned.dgxpod.nvidia.com.json"
+    with serve_tftp(tmp_path / "empty", tmp_path) as lab:
+        served = lab.public / "tftp"  # the copy dnsmasq serves (Lab.start_rendered): push there
+        doc = yaml.safe_load(site.inventory.read_text())
+        doc["provisioner"]["tftp_root"] = str(served)
+        site.inventory.write_text(yaml.safe_dump(doc))
+        _drop(runner, site)
+        assert _push(runner, site).exit_code == 0
+        (served / "admin-notes.txt").write_text("the lab's own PXE menu lives here\n")
+        doc["nodes"] = [n for n in doc["nodes"] if n["name"] != "worker-9"]
+        site.inventory.write_text(yaml.safe_dump(doc))  # edited, not yet rendered nor pushed
+        before = lab.inside(check)
+        _drop(runner, site)
+        assert _push(runner, site).exit_code == 0
+        after = lab.inside(check)
+        assert (served / "admin-notes.txt").is_file()
+    assert before[stale]["verdict"] == "fail" and before[stale]["got"].startswith("served (")
+    assert before[stale]["fix"].startswith(
+        f"{stale.removeprefix('TFTP ')}: a per-MAC boot file for {BIOS_MAC}, which no node of "
+        "dgxpod.yaml has; `upi push INVENTORY -o DIR` (after `upi render`) removes")
+    assert ledger not in before
+    assert stale not in after
+    assert after[ledger]["verdict"] == "pass" and after[ledger]["got"].endswith("none stale")
+    assert "TFTP admin-notes.txt" not in before  # the admin's own file is in no record: never named
