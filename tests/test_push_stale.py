@@ -20,6 +20,9 @@ from pushkit import Site, Sshd, make_site
 from realtftp import lab_ip, serve_tftp
 
 from upi.cli import app
+from upi.ownignition import with_nodes
+from upi.render import RenderedFile
+from upi.renderdir import transaction
 
 BIOS_MAC, BIOS_IP = "52:54:00:77:03:49", "10.33.3.49"
 GONE_UEFI = "var/lib/tftpboot/grub.cfg-01-b8-ce-f6-10-33-44"  # worker-0
@@ -59,10 +62,10 @@ def build_site(runner, tmp_path: Path, example_dir: Path, ssh: dict[str, object]
                          "firmware": "bios"})
     (example_dir / "dgxpod.yaml").write_text(yaml.safe_dump(doc))
     site = make_site(tmp_path, example_dir, runner, ssh)
-    own = site.out / "http/ignition/nodes/worker-0.ign"  # as `upi nodes add` publishes it
-    own.parent.mkdir()
-    own.write_bytes(b'{"ignition":{"version":"3.2.0"}}\n')
-    own.chmod(0o600)
+    with transaction(site.out) as txn:  # as `upi nodes add` publishes worker-0's own ignition
+        txn.commit(None, own=with_nodes(txn.records.own, ["worker-0"]), published=[
+            RenderedFile("http/ignition/nodes/worker-0.ign", b'{"ignition":{"version":"3.2.0"}}\n', 0o600)])
+    assert runner.invoke(app, ["render", str(site.inventory), "-o", str(site.out)]).exit_code == 0
     assert _push(runner, site).exit_code == 0
     for rel, content in ADMIN_FILES.items():
         (site.root / rel).write_bytes(content)

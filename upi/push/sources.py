@@ -12,6 +12,8 @@ from typing import Any
 
 from upi.errors import UpiError, UsageError
 from upi.inventory.model import Inventory
+from upi.ownignition import own_nodes
+from upi.ownignition import read_record as read_own
 from upi.push.model import Item, LocalFile, TargetName, TargetPlan
 from upi.remote import host_access
 from upi.render import MANIFEST, PUBLIC, RenderedFile
@@ -247,27 +249,42 @@ def read_render_dir(inv: Inventory, out: Path) -> tuple[list[RenderedFile], list
                                  "`upi render`?): run `upi render` again")
             files.append(rendered)
         images = manifest_images(doc)
+        own = own_nodes(inv, read_own(tree))
         http = [(rel, local) for rel, local in _http_tree(tree, out, images)
-                if not _other_own_ignition(inv, rel)]
+                if not _unrecorded_own_ignition(own, rel)]
         published = {rel for rel, _ in http}
+        _own_published(out, own, published)
         gone = sorted(p for p in images if p.startswith(f"{HTTP_DIR}/") and p not in published)
         if gone:  # as _tftp_images refuses a missing tftp/ one
             raise UsageError(_unstaged(out, gone[0]))
         return files, http + _tftp_images(tree, out, images)
 
 
-def _other_own_ignition(inv: Inventory, rel: str) -> bool:
-    """Whether `rel` is a day-2 node's own ignition (`upi nodes add`) for a node not in the inventory.
+def _unrecorded_own_ignition(own: frozenset[str], rel: str) -> bool:
+    """Whether `rel` is a node's own ignition file (http/ignition/nodes/) that is not published.
 
-    The node was removed: its file stays in DIR but is no longer published,
-    so the push removes it from the HTTP server (upi.push.owned).
+    Only the inventory's workers `upi nodes add` recorded (upi.ownignition)
+    have theirs published: a file copied in by hand is not, and a node taken
+    out of the inventory has its file removed from the HTTP server by the
+    push (upi.push.owned), though it stays in DIR.
     """
     from upi.facts.boot import OWN_IGNITION_DIR
 
     head, _, name = rel.removeprefix(f"{HTTP_DIR}/").rpartition("/")
-    if head != OWN_IGNITION_DIR or not name.endswith(".ign"):
-        return False
-    return name.removesuffix(".ign") not in {n.name for n in inv.nodes}
+    return head == OWN_IGNITION_DIR and name.removesuffix(".ign") not in own
+
+
+def _own_published(out: Path, own: frozenset[str], published: set[str]) -> None:
+    """Each recorded node's own ignition is there to publish: its PXE file names it (UsageError otherwise)."""
+    from upi.facts.boot import own_ignition_path
+
+    for name in sorted(own):
+        rel = f"{HTTP_DIR}/{own_ignition_path(name)}"
+        if rel not in published:
+            raise UsageError(
+                f"{shown(out / rel)} is missing (or not a regular file), but own-ignition.json records "
+                f"that {name} boots it: nothing was pushed. Run `upi nodes add INVENTORY {name} -o "
+                f"{shown(out)}` again: it fetches the ignition the cluster serves now")
 
 
 def _unstaged(out: Path, path: str) -> str:
