@@ -199,3 +199,19 @@ def test_check_tftp_names_a_removed_nodes_boot_file_until_the_push_removes_it(
     assert stale not in after
     assert after[ledger]["verdict"] == "pass" and after[ledger]["got"].endswith("none stale")
     assert "TFTP admin-notes.txt" not in before  # the admin's own file is in no record: never named
+
+
+def test_a_stale_file_behind_a_linked_directory_is_never_removed_through_it(runner, site) -> None:
+    """worker-0's own ignition dir swapped for a link to a copy elsewhere: the copy survives the push."""
+    nodes = site.root / "var/www/html/ignition/nodes"
+    elsewhere = site.root / "elsewhere"
+    nodes.rename(elsewhere)
+    nodes.symlink_to(elsewhere)
+    _drop(runner, site, "worker-0")
+    result = _push(runner, site, "--json")
+    assert result.exit_code == 0, result.output
+    kept = [f for f in json.loads(result.output)["files"] if f["status"] == "kept"]
+    assert [f["dest"] for f in kept] == [str(site.root / GONE_IGN)]
+    assert "a directory on its way is a symbolic link" in kept[0]["note"]
+    assert (elsewhere / "worker-0.ign").is_file()
+    assert not (site.root / GONE_UEFI).exists()

@@ -328,9 +328,14 @@ def stale_files(t: Transport, plan: TargetPlan, ledgers: list[Ledger]) -> list[S
     prune = set(plan.prune)
     candidates = [(lg, rel) for lg in ledgers if lg.root in prune
                   for rel in sorted(lg.found) if lg.dest(rel) not in dests]
+    # Every directory between a root and a candidate must be a real one: `rm` would follow a link there.
+    between = {d for lg, rel in candidates for d in _ancestors(posixpath.dirname(lg.dest(rel)))
+               if len(d) > len(lg.root.rstrip("/"))}
+    dirs = _stat(t, sorted(between))
+    linked = {d for d, raw in dirs.items() if not stat.S_ISDIR(raw)}
     modes = _stat(t, [lg.dest(rel) for lg, rel in candidates])
     digests = _digests(t, [p for p, raw in modes.items() if stat.S_ISREG(raw)])
-    return find_stale(candidates, modes, digests)
+    return find_stale(candidates, modes, digests, linked)
 
 
 def record(t: Transport, plan: TargetPlan, ledgers: list[Ledger], stale: list[Stale],

@@ -92,12 +92,20 @@ class Stale:
 
 
 def find_stale(candidates: list[tuple[Ledger, str]], modes: dict[str, int],
-               digests: dict[str, str]) -> list[Stale]:
-    """Decide each candidate from what the host has at its path: its raw st_mode and sha256."""
+               digests: dict[str, str], linked: set[str] | frozenset[str] = frozenset()) -> list[Stale]:
+    """Decide each candidate from what the host has at its path: its raw st_mode and sha256.
+
+    `linked`: directories below a root that are not real directories (a
+    symbolic link there leads elsewhere): a file below one is never removed.
+    """
     out = []
     for lg, rel in candidates:
         entry, path = lg.found[rel], lg.dest(rel)
-        if path not in modes:
+        if any(path.startswith(d + "/") for d in linked):
+            out.append(Stale(lg, rel, entry.kind, "keep",
+                             "no longer rendered, but a directory on its way is a symbolic link: "
+                             "upi never removes through it; left in place"))
+        elif path not in modes:
             out.append(Stale(lg, rel, entry.kind, "gone"))
         elif rel in lg.others:
             out.append(Stale(lg, rel, entry.kind, "release",
