@@ -17,6 +17,7 @@ import pytest
 import yaml
 from conftest import require
 from pushkit import Site, Sshd, make_site
+from realnginx import nginx
 from realtftp import lab_ip, serve_tftp
 
 from upi.cli import app
@@ -215,3 +216,32 @@ def test_a_stale_file_behind_a_linked_directory_is_never_removed_through_it(runn
     assert "a directory on its way is a symbolic link" in kept[0]["note"]
     assert (elsewhere / "worker-0.ign").is_file()
     assert not (site.root / GONE_UEFI).exists()
+
+
+def test_check_http_names_a_removed_nodes_own_ignition_until_the_push_removes_it(
+        runner, tmp_path: Path, example_dir: Path) -> None:
+    """The real nginx serves the pushed HTTP root (tests/realnginx.py); the check reads upi's record there."""
+    require("nginx")
+    site = build_site(runner, tmp_path, example_dir, {"local": True})
+    doc = yaml.safe_load(site.inventory.read_text())
+    doc["nodes"] = [n for n in doc["nodes"] if n["name"] != "worker-0"]
+    site.inventory.write_text(yaml.safe_dump(doc))  # edited, not yet rendered nor pushed
+    (tmp_path / "nginx").mkdir()
+
+    def check(port: int) -> dict[str, dict[str, str]]:
+        res = runner.invoke(app, ["check", "http", str(site.inventory), "--server", "127.0.0.1",
+                                  "--port", str(port), "--json", "--timeout", "2"])
+        return {r["check"]: r for r in json.loads(res.stdout)["checks"]}
+
+    with nginx(site.root / "var/www/html", tmp_path / "nginx") as port:
+        before = check(port)
+        _drop(runner, site)
+        assert _push(runner, site).exit_code == 0
+        after = check(port)
+    stale, ledger = "GET ignition/nodes/worker-0.ign", "GET .upi-owned.dgxpod.nvidia.com.json"
+    assert before[stale]["verdict"] == "fail" and before[stale]["got"] == "HTTP 200"
+    assert before[stale]["fix"].startswith("ignition/nodes/worker-0.ign: the own ignition of worker-0, "
+                                           "which is not a node of dgxpod.yaml; `upi push")
+    assert stale not in after
+    assert after[ledger]["verdict"] == "pass"
+    assert after[ledger]["got"] == "0 own ignition file(s) recorded, none stale"
