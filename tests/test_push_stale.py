@@ -245,3 +245,19 @@ def test_check_http_names_a_removed_nodes_own_ignition_until_the_push_removes_it
     assert stale not in after
     assert after[ledger]["verdict"] == "pass"
     assert after[ledger]["got"] == "0 own ignition file(s) recorded, none stale"
+
+
+def test_a_file_flipped_to_local_boot_is_still_upis_and_goes_with_its_node(runner, site) -> None:
+    """push_files (the local-boot flip) records what it placed too: the flipped file is removed, not kept."""
+    from upi.inventory import load_inventory
+    from upi.localboot import flip_to_disk
+
+    before = (site.root / GONE_BIOS).read_bytes()
+    flip_to_disk(site.inventory, load_inventory(site.inventory), site.out, ["worker-9"], how="test")
+    assert (site.root / GONE_BIOS).read_bytes() != before  # now boots its disk
+    _drop(runner, site, "worker-9")
+    result = _push(runner, site, "--json")
+    assert result.exit_code == 0, result.output
+    statuses = {f["dest"]: f["status"] for f in json.loads(result.output)["files"]}
+    assert statuses[str(site.root / GONE_BIOS)] == "removed"
+    assert not (site.root / GONE_BIOS).exists()
