@@ -81,7 +81,8 @@ class Transaction:
         """
         from upi import ownignition
 
-        records: tuple[RenderedFile, ...] = tuple(published)
+        # A published file already there as it is (a second `nodes add`) is not written again.
+        records: tuple[RenderedFile, ...] = tuple(f for f in published if self.read(f.path) != f.content)
         if record is not None and record != self.records.installed:
             records += (record_file(record),)
         if own is not None and own != self.records.own:
