@@ -1,0 +1,150 @@
+"""What the FAKE API server (tests/fake_apiserver.py) sends besides objects: errors, discovery, tables.
+
+Each follows the real kube-apiserver (kubernetes/kubernetes):
+- errors are a metav1.Status (staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go:
+  reason, code and message as NewNotFound, NewConflict, NewInvalid... word them);
+- discovery is the legacy form kubectl falls back to when the server sends no
+  aggregated (apidiscovery.k8s.io/v2) document: /api an APIVersions, /apis an
+  APIGroupList, /api/v1 and /apis/<group>/<version> an APIResourceList naming each
+  resource, its short names, its verbs and its subresources as `<plural>/<sub>`
+  (staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/types.go; kubectl resolves
+  `kubectl get csr` through the short names listed there);
+- a list or get asked for with `Accept: application/json;as=Table;g=meta.k8s.io;v=v1`
+  (what `kubectl get` sends) answers a meta.k8s.io/v1 Table: CSRs with the columns of
+  pkg/printers/internalversion/printers.go (Name, Age, SignerName, Requestor,
+  RequestedDuration, Condition), any other kind with the default convertor's
+  (staging/src/k8s.io/apiserver/pkg/registry/rest/table.go: Name, Created At).
+
+Tamper / send_tampered let a hostile test send raw bytes instead of any answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Protocol
+
+Obj = dict[str, Any]
+Tamper = Callable[[str, str], Iterable[bytes] | None]
+VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+# Subresources beyond /status, per kind, with their verbs (the real server's discovery).
+SUBRESOURCES: dict[str, list[tuple[str, list[str]]]] = {
+    "CertificateSigningRequest": [("approval", ["get", "patch", "update"])],
+    "Pod": [("eviction", ["create"]), ("log", ["get"])],
+}
+TABLE_ACCEPT = "as=Table"
+
+
+class KindLike(Protocol):
+    """What discovery needs of a served kind (fake_apiserver.Kind)."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def plural(self) -> str: ...
+    @property
+    def namespaced(self) -> bool: ...
+    @property
+    def status_subresource(self) -> bool: ...
+    @property
+    def short_names(self) -> tuple[str, ...]: ...
+    @property
+    def api_version(self) -> str: ...
+
+
+def status(code: int, reason: str, message: str) -> Obj:
+    """A metav1.Status as the API server returns it for errors."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+
+
+def send_tampered(handler: BaseHTTPRequestHandler, tamper: Tamper | None, method: str) -> bool:
+    """Send the test's raw bytes instead of the answer, if it wants to for this request.
+
+    `tamper(method, path)` returns the chunks (each flushed on its own, so a
+    generator can drip) or None for the real answer.
+    """
+    chunks = tamper(method, handler.path) if tamper is not None else None
+    if chunks is None:
+        return False
+    handler.rfile.read(int(handler.headers.get("Content-Length") or "0"))  # the request's body
+    try:
+        for chunk in chunks:
+            handler.wfile.write(chunk)
+            handler.wfile.flush()
+    except OSError:
+        pass
+    handler.close_connection = True
+    return True
+
+
+def _resources(kinds: list[KindLike]) -> list[Obj]:
+    out: list[Obj] = []
+    for k in kinds:
+        entry: Obj = {"name": k.plural, "singularName": k.kind.lower(), "namespaced": k.namespaced,
+                      "kind": k.kind, "verbs": VERBS}
+        if k.short_names:
+            entry["shortNames"] = list(k.short_names)
+        out.append(entry)
+        subs = ([("status", ["get", "patch", "update"])] if k.status_subresource else [])
+        for sub, verbs in subs + SUBRESOURCES.get(k.kind, []):
+            out.append({"name": f"{k.plural}/{sub}", "singularName": "", "namespaced": k.namespaced,
+                        "kind": "Eviction" if sub == "eviction" else k.kind, "verbs": verbs})
+    return out
+
+
+def discovery(path: str, kinds: list[KindLike]) -> Obj | None:
+    """The legacy discovery document at `path` listing `kinds` (the served ones), or None."""
+    groups: dict[str, list[str]] = {}
+    for k in kinds:
+        if k.group and k.version not in groups.setdefault(k.group, []):
+            groups[k.group].append(k.version)
+
+    def group_doc(name: str) -> Obj:
+        versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in groups[name]]
+        return {"name": name, "versions": versions, "preferredVersion": versions[0]}
+
+    parts = [p for p in path.split("/") if p]
+    if parts == ["api"]:
+        return {"kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+    if parts == ["api", "v1"]:
+        return {"kind": "APIResourceList", "groupVersion": "v1",
+                "resources": _resources([k for k in kinds if not k.group])}
+    if parts == ["apis"]:
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group_doc(g) for g in groups]}
+    if len(parts) == 2 and parts[0] == "apis" and parts[1] in groups:
+        return {"kind": "APIGroup", "apiVersion": "v1", **group_doc(parts[1])}
+    if len(parts) == 3 and parts[0] == "apis" and parts[2] in groups.get(parts[1], []):
+        gv = f"{parts[1]}/{parts[2]}"
+        return {"kind": "APIResourceList", "groupVersion": gv,
+                "resources": _resources([k for k in kinds if k.api_version == gv])}
+    return None
+
+
+def _csr_condition(o: Obj) -> str:
+    types = [c["type"] for c in (o.get("status") or {}).get("conditions", [])]
+    out = ",".join(types) or "Pending"
+    return out + (",Issued" if (o.get("status") or {}).get("certificate") else "")
+
+
+def table(kind: str, items: list[Obj], rv: str) -> Obj:
+    """`items` as a meta.k8s.io/v1 Table, the form `kubectl get` asks for."""
+    if kind == "CertificateSigningRequest":
+        cols = [("Name", "string"), ("Age", "date"), ("SignerName", "string"), ("Requestor", "string"),
+                ("RequestedDuration", "string"), ("Condition", "string")]
+        cells = [[o["metadata"]["name"], "1m", o["spec"]["signerName"], o["spec"].get("username", ""),
+                  "<none>", _csr_condition(o)] for o in items]
+    else:
+        cols = [("Name", "string"), ("Created At", "date")]
+        cells = [[o["metadata"]["name"], o["metadata"].get("creationTimestamp", "")] for o in items]
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv},
+            "columnDefinitions": [{"name": n, "type": t, "format": "", "description": "", "priority": 0}
+                                  for n, t in cols],
+            "rows": [{"cells": row,
+                      "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                                 "metadata": o["metadata"]}} for row, o in zip(cells, items, strict=True)]}
