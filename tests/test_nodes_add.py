@@ -1,6 +1,6 @@
 """`upi nodes add`: a worker joins an installed cluster; only its files, its BMC and its CSRs are touched.
 
-The cluster is the FAKE API server (tests/fake_kube.py) serving an installed
+The cluster is the FAKE API server (tests/fake_apiserver.py) serving an installed
 cluster; the BMC is the DGX (AMI) fake; the provisioner and load balancer are
 a local push site (tests/pushkit.py) validated by the real dnsmasq and haproxy.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from csr_cases import client
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from pushkit import Site
 from redfish_support import AmiFake, Tls, pushed_site_with_bmc, write_credentials
 from typer.testing import CliRunner
@@ -39,7 +39,7 @@ def pointer(ca_pem: bytes, source: str = f"https://api-int.{DOMAIN}:22623/config
                                     "security": {"tls": tls}}}).encode()
 
 
-def installed_cluster(kube: FakeKube) -> None:
+def installed_cluster(kube: FakeApiServer) -> None:
     """Day 1 done: ClusterVersion Available, the worker ignition secret, every day-1 node Ready."""
     kube.set_cluster_version(available=True)
     kube.add_secret("openshift-machine-api", "worker-user-data-managed", {"userData": pointer(kube.ca_pem)})
@@ -70,7 +70,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
             if p.is_file() and not p.name.endswith(".upi-backup")}
 
 
-def kubelet_joins(kube: FakeKube, ami: AmiFake, name: str = "worker-2", *,
+def kubelet_joins(kube: FakeApiServer, ami: AmiFake, name: str = "worker-2", *,
                   ready: bool = True) -> threading.Thread:
     """The DGX: once powered on it installs, its kubelet asks for a client certificate, then registers.
 
@@ -92,7 +92,7 @@ def kubelet_joins(kube: FakeKube, ami: AmiFake, name: str = "worker-2", *,
     return thread
 
 
-def add(runner: CliRunner, site: Site, kube: FakeKube, *extra: str, gpu: bool = False) -> object:
+def add(runner: CliRunner, site: Site, kube: FakeApiServer, *extra: str, gpu: bool = False) -> object:
     """`upi nodes add` worker-2; the GPU step (tests/test_nodes_gpu.py) only when asked for."""
     return runner.invoke(app, ["nodes", "add", str(site.inventory), "worker-2", "-o", str(site.out),
                                "--kubeconfig", str(kube.kubeconfig), "--poll", "0.2", *extra,
@@ -100,7 +100,8 @@ def add(runner: CliRunner, site: Site, kube: FakeKube, *extra: str, gpu: bool = 
 
 
 def test_a_new_dgx_joins_and_only_its_files_and_csrs_change(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami)
     installed_cluster(kube)
     before = snapshot(site.root)
@@ -137,7 +138,8 @@ def test_a_new_dgx_joins_and_only_its_files_and_csrs_change(
 
 
 def test_the_pxe_file_names_the_nodes_own_ignition_and_a_node_never_ready_is_exit_1(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami, bmc=False)
     installed_cluster(kube)
     res = add(runner, site, kube, "--timeout", "1s")
@@ -152,7 +154,8 @@ def test_the_pxe_file_names_the_nodes_own_ignition_and_a_node_never_ready_is_exi
 
 
 def test_a_node_registered_but_never_ready_names_stage_ready(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami)
     installed_cluster(kube)
     kubelet_joins(kube, ami, ready=False)
@@ -172,14 +175,14 @@ def test_a_node_registered_but_never_ready_names_stage_ready(
     ("already-node", "worker-2: stage check: it is already a Node of the cluster"),
 ])
 def test_a_cluster_not_ready_for_the_node_is_exit_1_with_nothing_written_or_booted(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube,
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeApiServer,
         setup: str, message: str) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami)
     installed_cluster(kube)
     if setup == "not-installed":
         kube.set_cluster_version(available=False)
     elif setup == "no-secret":
-        kube.objects.pop("/api/v1/namespaces/openshift-machine-api/secrets/worker-user-data-managed")
+        kube.delete("v1", "Secret", "worker-user-data-managed", "openshift-machine-api")
     elif setup == "not-pointer":
         kube.add_secret("openshift-machine-api", "worker-user-data-managed",
                         {"userData": pointer(kube.ca_pem, "https://evil.example:22623/config/worker")})
@@ -199,7 +202,7 @@ def test_a_cluster_not_ready_for_the_node_is_exit_1_with_nothing_written_or_boot
 
 
 def test_a_master_is_refused_naming_the_control_plane_procedure(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, kube: FakeApiServer) -> None:
     res = runner.invoke(app, ["nodes", "add", str(example_dir / "dgxpod.yaml"), "master-1", "-o",
                               str(tmp_path / "out"), "--kubeconfig", str(kube.kubeconfig)])
     assert res.exit_code == 2
@@ -208,7 +211,8 @@ def test_a_master_is_refused_naming_the_control_plane_procedure(
 
 
 def test_a_bmc_refusing_the_login_is_exit_1_naming_node_and_stage(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami)
     installed_cluster(kube)
     write_credentials(example_dir / "bmc-admin.yaml", password="wrong-password")  # noqa: S106 - a test value
@@ -220,7 +224,8 @@ def test_a_bmc_refusing_the_login_is_exit_1_naming_node_and_stage(
 
 
 def test_the_gpu_step_needs_day_1s_gpu_operator_and_says_so(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami)
     installed_cluster(kube)
     kubelet_joins(kube, ami)
@@ -231,7 +236,8 @@ def test_the_gpu_step_needs_day_1s_gpu_operator_and_says_so(
 
 
 def test_dry_run_checks_the_cluster_and_says_what_would_change_but_writes_pushes_boots_nothing(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami)
     installed_cluster(kube)
     before, out_before = snapshot(site.root), snapshot(site.out)
