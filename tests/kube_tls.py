@@ -1,4 +1,4 @@
-"""TLS for the fake API servers: a self-made CA, client-certificate auth, an admin kubeconfig."""
+"""TLS for the fake API server: a self-made CA, client-certificate auth, an admin kubeconfig."""
 
 from __future__ import annotations
 
