@@ -11,12 +11,15 @@ import base64
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 from csr_cases import client
 from fake_apiserver import FakeApiServer
+from fake_gpu import SimNode
+from gpu_support import gpu_args, start_cluster
 from pushkit import Site
 from redfish_support import AmiFake, Tls, pushed_site_with_bmc, write_credentials
 from typer.testing import CliRunner
@@ -54,14 +57,19 @@ def day2_site(runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, am
     (worker-0 hands its BMC section over: one BMC is one machine.)
     """
     site: Site = pushed_site_with_bmc(runner, tmp_path, example_dir, tls, ami)
+    write_new_worker(site, bmc=bmc)
+    return site
+
+
+def write_new_worker(site: Site, *, bmc: bool = True, **extra: object) -> None:
+    """worker-2 (and `extra` keys) written into the site's inventory, taking worker-0's BMC if asked."""
     doc = yaml.safe_load(site.inventory.read_text())
     worker0 = next(n for n in doc["nodes"] if n["name"] == "worker-0")
-    node = dict(NEW)
+    node = {**NEW, **extra}
     if bmc:
         node["bmc"] = worker0.pop("bmc")
     doc["nodes"].append(node)
     site.inventory.write_text(yaml.safe_dump(doc))
-    return site
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -71,10 +79,11 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def kubelet_joins(kube: FakeApiServer, ami: AmiFake, name: str = "worker-2", *,
-                  ready: bool = True) -> threading.Thread:
+                  ready: bool = True, register: Callable[[], None] | None = None) -> threading.Thread:
     """The DGX: once powered on it installs, its kubelet asks for a client certificate, then registers.
 
     Another machine's CSR (intruder-9) arrives at the same time: it must stay pending.
+    `register` registers the Node (default: a bare Node, Ready as `ready` says).
     """
     def run() -> None:
         end = time.monotonic() + 60
@@ -85,7 +94,10 @@ def kubelet_joins(kube: FakeApiServer, ami: AmiFake, name: str = "worker-2", *,
         kube.add_csr(other.name, other.pem, **other.kwargs())  # type: ignore[arg-type]
         while spec.name not in kube.approved() and time.monotonic() < end:
             time.sleep(0.05)
-        kube.add_node(name, ready=ready)
+        if register is None:
+            kube.add_node(name, ready=ready)
+        else:
+            register()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -250,3 +262,40 @@ def test_dry_run_checks_the_cluster_and_says_what_would_change_but_writes_pushes
     assert "tftp/grub.cfg-01-b8-ce-f6-10-33-48" in err
     assert snapshot(site.root) == before and snapshot(site.out) == out_before
     assert ami.state.resets == [] and ami.state.patches == []
+
+
+def test_one_cluster_approves_the_new_dgxs_csrs_and_verifies_its_gpus(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake) -> None:
+    """Day 2 in ONE fake cluster: the GPU operators `upi gpu` installed, CSRs, the GPU step."""
+    site: Site = pushed_site_with_bmc(runner, tmp_path, example_dir, tls, ami)
+    cluster = start_cluster(tmp_path)
+    try:
+        day1 = runner.invoke(app, gpu_args(site.inventory, cluster, timeout="1"))
+        assert day1.exit_code == 0, day1.output
+        api = cluster.api
+        assert api.get("nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy") is not None
+        api.set_cluster_version(available=True, version=cluster.version)
+        api.add_secret("openshift-machine-api", "worker-user-data-managed", {"userData": pointer(api.ca_pem)})
+        write_new_worker(site, gpus=8)
+        writes = len([r for r in api.requests if r[0] in ("PATCH", "PUT", "POST", "DELETE")])
+        kubelet_joins(api, ami, register=lambda: cluster.join(SimNode("worker-2", 8)))
+
+        res = add(runner, site, api, "--json", "--timeout", "60s", gpu=True)
+
+        assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+        doc = json.loads(res.stdout)  # type: ignore[attr-defined]
+        node = doc["nodes"][0]
+        assert (node["name"], node["stage"], node["ready"]) == ("worker-2", "done", True)
+        assert node["gpu"] == "verified"
+        assert doc["left_pending"] == ["client-intruder-9"]
+        assert api.approved() == {"client-worker-2"} and api.conditions("client-intruder-9") == []
+        labels = api.get("v1", "Node", "worker-2")["metadata"]["labels"]  # type: ignore[index]
+        assert labels["nvidia.com/gpu.present"] == "true"  # the operators acted on the new node
+        # Nothing cluster-wide re-applied: the day-2 writes are the CSR approval, validation pods
+        # and the Nodes' records, never an operator, policy or NFD object.
+        after = [r for r in api.requests if r[0] in ("PATCH", "PUT", "POST", "DELETE")][writes:]
+        assert any(r[1].endswith("/client-worker-2/approval") for r in after), after
+        assert all(r[1].endswith("/approval") or "/pods" in r[1] or "/nodes/" in r[1] for r in after), after
+    finally:
+        cluster.stop()
+    assert cluster.api.schema_violations == [] and cluster.api.controller_errors == []
