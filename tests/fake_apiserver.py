@@ -409,19 +409,22 @@ class FakeApiServer:
     def csrs(self) -> dict[str, Obj]:
         """CSRs by name (the stored objects)."""
         k = self.kind("certificates.k8s.io/v1", "CertificateSigningRequest")
-        return {name: o for (kk, _, name), o in self.objects.items() if kk == k}
+        with self.lock:  # the server's threads write to the store meanwhile
+            return {name: o for (kk, _, name), o in self.objects.items() if kk == k}
 
     @property
     def nodes(self) -> dict[str, Obj]:
         """Nodes by name (the stored objects)."""
         k = self.kind("v1", "Node")
-        return {name: o for (kk, _, name), o in self.objects.items() if kk == k}
+        with self.lock:
+            return {name: o for (kk, _, name), o in self.objects.items() if kk == k}
 
     @property
     def pods(self) -> dict[tuple[str, str], Obj]:
         """Pods by (namespace, name) (the stored objects)."""
         k = self.kind("v1", "Pod")
-        return {(ns, name): o for (kk, ns, name), o in self.objects.items() if kk == k}
+        with self.lock:
+            return {(ns, name): o for (kk, ns, name), o in self.objects.items() if kk == k}
 
     def add_csr(self, name: str, request_pem: bytes, *, signer: str, username: str,
                 groups: Sequence[str], usages: Sequence[str]) -> None:

@@ -20,6 +20,7 @@ Tamper / send_tampered let a hostile test send raw bytes instead of any answer.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
@@ -97,6 +98,16 @@ def _resources(kinds: list[KindLike]) -> list[Obj]:
     return out
 
 
+def _version_priority(version: str) -> tuple[int, int, int]:
+    """Kubernetes version priority, highest first: GA, then beta, then alpha, larger numbers first
+    (staging/src/k8s.io/apimachinery/pkg/version/helpers.go CompareKubeAwareVersionStrings)."""
+    m = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if m is None:
+        return (3, 0, 0)
+    stage = {None: 0, "beta": 1, "alpha": 2}[m.group(2)]
+    return (stage, -int(m.group(1)), -int(m.group(3) or 0))
+
+
 def discovery(path: str, kinds: list[KindLike]) -> Obj | None:
     """The legacy discovery document at `path` listing `kinds` (the served ones), or None."""
     groups: dict[str, list[str]] = {}
@@ -105,7 +116,8 @@ def discovery(path: str, kinds: list[KindLike]) -> Obj | None:
             groups[k.group].append(k.version)
 
     def group_doc(name: str) -> Obj:
-        versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in groups[name]]
+        ordered = sorted(groups[name], key=_version_priority)
+        versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in ordered]
         return {"name": name, "versions": versions, "preferredVersion": versions[0]}
 
     parts = [p for p in path.split("/") if p]

@@ -278,6 +278,9 @@ def test_discovery_lists_every_served_kind_with_its_subresources_and_not_a_withh
     csr = next(r for r in served["certificates.k8s.io/v1"] if r["name"] == "certificatesigningrequests")
     assert (csr["namespaced"], csr["shortNames"]) == (False, ["csr"])
     assert http.get(f"{fake.url}/api").json()["versions"] == ["v1"]
+    olm = next(g for g in groups if g["name"] == "operators.coreos.com")
+    assert olm["preferredVersion"]["version"] == "v1"  # GA before alpha, as the real server orders them
+    assert [v["version"] for v in olm["versions"]] == ["v1", "v1alpha1"]
 
 
 def test_kubectl_asks_for_tables_and_gets_the_kinds_columns(server) -> None:
