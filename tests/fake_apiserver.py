@@ -166,6 +166,15 @@ def _merge(base: Any, patch: Any) -> Any:
     return out
 
 
+def _strategic_only(patch: Any) -> bool:
+    """Whether a strategic merge patch holds a list or a $-directive (where it is no JSON merge patch)."""
+    if isinstance(patch, list):
+        return True
+    if isinstance(patch, dict):
+        return any(str(key).startswith("$") or _strategic_only(val) for key, val in patch.items())
+    return False
+
+
 def _remove(obj: Obj, path: tuple[str, ...]) -> None:
     node: Any = obj
     for part in path[:-1]:
@@ -637,10 +646,17 @@ class FakeApiServer:
                 code, out = self._apply(
                     k, key, old, yaml.safe_load(body) or {}, manager, q.get("force") == "true", sub
                 )
-            elif ctype.startswith("application/merge-patch+json"):
+            elif ctype.startswith(("application/merge-patch+json", "application/strategic-merge-patch+json")):
                 if old is None:
                     return 404, k.not_found(name)
-                new = _merge(old, json.loads(body or b"{}"))
+                patch = json.loads(body or b"{}")
+                if ctype.startswith("application/strategic-merge-patch") and _strategic_only(patch):
+                    # Without lists or $-directives a strategic merge patch is a JSON merge patch
+                    # (kubernetes.io, "Update API Objects in Place Using kubectl patch"): `kubectl
+                    # cordon`'s is. Merge keys are not modelled: refuse rather than merge wrongly.
+                    return 415, status(415, "UnsupportedMediaType", "this fake applies a strategic merge "
+                                       "patch only without lists or $-directives")
+                new = _merge(old, patch)
                 code, out = self._write(k, key, old, new, sub, q.get("fieldManager") or "unknown")
             else:
                 return 415, status(415, "UnsupportedMediaType", f"the body was in an unknown format: {ctype}")
@@ -856,6 +872,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self._not_served():
             return None, q
         if route is None or route[2] is None:
+            self._body()
             self._send(405, status(405, "MethodNotAllowed", "the server does not allow this method"))
             return None, q
         k, ns, name, sub = route
@@ -1007,6 +1024,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._eviction(route[1], route[2])
             return
         if route is None or route[2] is not None:
+            self._body()
             self._send(405, status(405, "MethodNotAllowed", "the server does not allow this method"))
             return
         k, ns, _, _ = route
@@ -1081,6 +1099,7 @@ class _Handler(BaseHTTPRequestHandler):
         route, _ = self._named()
         if route is None:
             return
+        self._body()  # DeleteOptions (kubectl sends them): read, or the next request starts inside them
         k, ns, name, _ = route
         with self.fake.lock:
             obj = self.fake.objects.get((k, ns, name))

@@ -93,8 +93,13 @@ def _resources(kinds: list[KindLike]) -> list[Obj]:
         out.append(entry)
         subs = ([("status", ["get", "patch", "update"])] if k.status_subresource else [])
         for sub, verbs in subs + SUBRESOURCES.get(k.kind, []):
-            out.append({"name": f"{k.plural}/{sub}", "singularName": "", "namespaced": k.namespaced,
-                        "kind": "Eviction" if sub == "eviction" else k.kind, "verbs": verbs})
+            entry = {"name": f"{k.plural}/{sub}", "singularName": "", "namespaced": k.namespaced,
+                     "kind": k.kind, "verbs": verbs}
+            if sub == "eviction":
+                # Its own group and version: `kubectl drain` evicts only when they are listed, else it
+                # deletes (staging/src/k8s.io/kubectl/pkg/drain/drain.go CheckEvictionSupport).
+                entry.update(kind="Eviction", group="policy", version="v1")
+            out.append(entry)
     return out
 
 

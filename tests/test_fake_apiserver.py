@@ -392,3 +392,50 @@ def test_real_kubectl_reads_the_kinds_through_discovery(server, tmp_path: Path) 
     assert run([*env_base, "get", "no"], timeout=30).stdout.splitlines()[1].split()[0] == "worker-3"
     assert run([*env_base, "get", "pdb", "-n", "ns", "-o", "name"], timeout=30).stdout == \
         "poddisruptionbudget.policy/web\n"
+
+
+def test_real_kubectl_drain_cordons_and_evicts_through_the_pdb(server, tmp_path: Path) -> None:
+    """`kubectl drain` finds the Eviction API by discovery, cordons with a strategic merge patch,
+    selects the node's pods by field, and is held back by the budget until it allows a disruption."""
+    from conftest import require
+
+    from upi.runner import run
+
+    fake, _ = server
+    kubectl = require("kubectl")
+    fake.add_node("worker-0", ready=True)
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
+    fake.add_pod("apps", "web-1", "worker-0", labels={"app": "web"}, owner="ReplicaSet")
+    fake.add_pod("apps", "elsewhere", "worker-1", labels={"app": "web"}, owner="ReplicaSet")
+    fake.add_pdb("apps", "web", {"app": "web"}, disruptions_allowed=0)
+    base = [kubectl, "--kubeconfig", str(fake.kubeconfig), "--cache-dir", str(tmp_path / "cache")]
+    drain = [*base, "drain", "worker-0", "--timeout", "2s", "--grace-period", "0"]
+
+    blocked = run(drain, timeout=60, check=False)
+    assert blocked.returncode != 0
+    assert "Cannot evict pod as it would violate the pod's disruption budget" in blocked.stderr
+    assert fake.nodes["worker-0"]["spec"]["unschedulable"] is True  # cordoned first
+    assert ("apps", "web-1") in fake.pods and {c for *_, c in fake.evictions} == {429}
+
+    fake.set_status("policy/v1", "PodDisruptionBudget", "web", "apps", {"disruptionsAllowed": 1})
+    done = run(drain, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "pod/web-1 evicted" in done.stdout and "node/worker-0 drained" in done.stdout
+    assert sorted(fake.pods) == [("apps", "elsewhere")] and fake.evictions[-1] == ("apps", "web-1", 201)
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("DELETE", "/api/v1/namespaces/ns/pods/p"),  # DeleteOptions, as kubectl sends them
+    ("DELETE", "/api/v1/namespaces/ns/pods"),  # no name: 405, the body read all the same
+    ("POST", "/api/v1/namespaces/ns/pods/p"),
+])
+def test_a_request_body_the_server_does_not_need_is_still_read_off_the_connection(
+        server, method: str, path: str) -> None:
+    fake, kube = server
+    fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"},
+              "spec": {"containers": [{"name": "c", "image": "registry.example/c:1"}]}})
+    http = kube.conn.http
+    body = json.dumps({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0})
+    http.request(method, f"{fake.url}{path}", content=body, headers={"Content-Type": "application/json"})
+    after = http.get(f"{fake.url}/api/v1/namespaces/ns/pods")  # the same kept-alive connection
+    assert after.status_code == 200 and after.json()["kind"] == "PodList"
