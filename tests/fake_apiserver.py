@@ -19,7 +19,8 @@ fields pkg/registry/core/pod/strategy.go PodToSelectableFields offers).
 
 CertificateSigningRequests (certificates.k8s.io/v1, cluster-scoped): the
 /approval subresource replaces status.conditions only, answers 409 Conflict
-when the body's resourceVersion is not the current one and 422 for duplicate
+when the body's resourceVersion is not the current one (none at all is an
+unconditional update, as for every CSR write) and 422 for duplicate
 or conflicting conditions (pkg/apis/certificates/validation), and takes the
 protobuf body kubectl sends (tests/kube_proto.py). Tests add CSRs and Nodes
 in-process (add_csr, add_node) and see what was approved (approved,
@@ -579,7 +580,10 @@ class FakeApiServer:
             if self.conflicts_to_inject > 0:
                 self.conflicts_to_inject -= 1
                 self._touch((k, "", name))
-            if body.get("metadata", {}).get("resourceVersion") != old["metadata"]["resourceVersion"]:
+            # No resourceVersion is an unconditional update (pkg/registry/certificates/certificates/
+            # strategy.go: AllowUnconditionalUpdate is true); a stale one is a conflict.
+            sent = body.get("metadata", {}).get("resourceVersion")
+            if sent and sent != old["metadata"]["resourceVersion"]:
                 return 409, status(409, "Conflict", "Operation cannot be fulfilled on certificatesigning"
                                    f'requests.certificates.k8s.io "{name}": the object has been modified;'
                                    " please apply your changes to the latest version and try again")

@@ -254,6 +254,11 @@ def test_csr_approval_replaces_conditions_only_and_a_stale_version_is_409(server
     assert done.json()["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet"  # spec kept
     assert int(done.json()["metadata"]["resourceVersion"]) > int(current)
     assert http.get(f"{fake.url}{CSR_PATH}/nope").status_code == 404
+    other = _csr(fake, "worker-1")
+    unconditional = _approval("", "Denied")
+    del unconditional["metadata"]["resourceVersion"]  # no version: the real server updates unconditionally
+    assert http.put(f"{fake.url}{CSR_PATH}/{other}/approval", json=unconditional).status_code == 200
+    assert fake.conditions(other) == ["Denied"]
 
 
 def test_discovery_lists_every_served_kind_with_its_subresources_and_not_a_withheld_one(server) -> None:
