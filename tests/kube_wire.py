@@ -10,16 +10,18 @@ Each follows the real kube-apiserver (kubernetes/kubernetes):
   (staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/types.go; kubectl resolves
   `kubectl get csr` through the short names listed there);
 - a list or get asked for with `Accept: application/json;as=Table;g=meta.k8s.io;v=v1`
-  (what `kubectl get` sends) answers a meta.k8s.io/v1 Table: CSRs with the columns of
-  pkg/printers/internalversion/printers.go (Name, Age, SignerName, Requestor,
-  RequestedDuration, Condition), any other kind with the default convertor's
-  (staging/src/k8s.io/apiserver/pkg/registry/rest/table.go: Name, Created At).
+  (what `kubectl get` sends) answers a meta.k8s.io/v1 Table: CSRs and Nodes with the
+  columns of pkg/printers/internalversion/printers.go (Name, Age, SignerName, Requestor,
+  RequestedDuration, Condition; Name, Status, Roles, Age, Version), any other kind with
+  the default convertor's (staging/src/k8s.io/apiserver/pkg/registry/rest/table.go:
+  Name, Created At).
 
 Tamper / send_tampered let a hostile test send raw bytes instead of any answer.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler
@@ -143,25 +145,72 @@ def discovery(path: str, kinds: list[KindLike]) -> Obj | None:
     return None
 
 
-def _csr_condition(o: Obj) -> str:
-    types = [c["type"] for c in (o.get("status") or {}).get("conditions", [])]
-    out = ",".join(types) or "Pending"
-    return out + (",Issued" if (o.get("status") or {}).get("certificate") else "")
+def age(stamp: str | None, now: dt.datetime | None = None) -> str:
+    """How long ago `stamp` was, in kubectl's words (apimachinery pkg/util/duration HumanDuration)."""
+    if not stamp:
+        return "<unknown>"
+    then = dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    secs = max(0, int(((now or dt.datetime.now(dt.UTC)) - then).total_seconds()))
+    mins, hours, days = secs // 60, secs // 3600, secs // 86400
+    if secs < 120:
+        return f"{secs}s"
+    if mins < 10:
+        return f"{mins}m{secs % 60}s" if secs % 60 else f"{mins}m"
+    if mins < 180:
+        return f"{mins}m"
+    if hours < 8:
+        return f"{hours}h{mins % 60}m" if mins % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    years = days // 365
+    return (f"{years}y{days % 365}d" if days % 365 else f"{years}y") if years < 8 else f"{years}y"
+
+
+def _csr_row(o: Obj) -> list[Any]:
+    st = o.get("status") or {}
+    condition = (",".join(c["type"] for c in st.get("conditions", [])) or "Pending") + (
+        ",Issued" if st.get("certificate") else "")
+    return [o["metadata"]["name"], age(o["metadata"].get("creationTimestamp")), o["spec"]["signerName"],
+            o["spec"].get("username", ""), "<none>", condition]
+
+
+def _node_row(o: Obj) -> list[Any]:
+    st = o.get("status") or {}
+    ready = next((c.get("status") for c in st.get("conditions") or [] if c.get("type") == "Ready"), None)
+    status = {"True": "Ready", "False": "NotReady"}.get(str(ready), "Unknown")
+    if (o.get("spec") or {}).get("unschedulable"):
+        status += ",SchedulingDisabled"
+    roles = sorted(k.split("/", 1)[1] for k in (o["metadata"].get("labels") or {})
+                   if k.startswith("node-role.kubernetes.io/"))
+    return [o["metadata"]["name"], status, ",".join(roles) or "<none>",
+            age(o["metadata"].get("creationTimestamp")), (st.get("nodeInfo") or {}).get("kubeletVersion", "")]
+
+
+def _default_row(o: Obj) -> list[Any]:
+    return [o["metadata"]["name"], o["metadata"].get("creationTimestamp", "")]
+
+
+# Columns per kind (pkg/printers/internalversion/printers.go AddHandlers); any other kind gets the
+# default convertor's (staging/src/k8s.io/apiserver/pkg/registry/rest/table.go).
+_COLUMNS: dict[str, tuple[list[tuple[str, str]], Callable[[Obj], list[Any]]]] = {
+    "CertificateSigningRequest": ([("Name", "string"), ("Age", "date"), ("SignerName", "string"),
+                                   ("Requestor", "string"), ("RequestedDuration", "string"),
+                                   ("Condition", "string")], _csr_row),
+    "Node": ([("Name", "string"), ("Status", "string"), ("Roles", "string"), ("Age", "string"),
+              ("Version", "string")], _node_row),
+}
 
 
 def table(kind: str, items: list[Obj], rv: str) -> Obj:
     """`items` as a meta.k8s.io/v1 Table, the form `kubectl get` asks for."""
-    if kind == "CertificateSigningRequest":
-        cols = [("Name", "string"), ("Age", "date"), ("SignerName", "string"), ("Requestor", "string"),
-                ("RequestedDuration", "string"), ("Condition", "string")]
-        cells = [[o["metadata"]["name"], "1m", o["spec"]["signerName"], o["spec"].get("username", ""),
-                  "<none>", _csr_condition(o)] for o in items]
-    else:
-        cols = [("Name", "string"), ("Created At", "date")]
-        cells = [[o["metadata"]["name"], o["metadata"].get("creationTimestamp", "")] for o in items]
+    cols, row = _COLUMNS.get(kind, ([("Name", "string"), ("Created At", "date")], _default_row))
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv},
             "columnDefinitions": [{"name": n, "type": t, "format": "", "description": "", "priority": 0}
                                   for n, t in cols],
-            "rows": [{"cells": row,
+            "rows": [{"cells": row(o),
                       "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                                 "metadata": o["metadata"]}} for row, o in zip(cells, items, strict=True)]}
+                                 "metadata": o["metadata"]}} for o in items]}

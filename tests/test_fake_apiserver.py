@@ -299,8 +299,11 @@ def test_kubectl_asks_for_tables_and_gets_the_kinds_columns(server) -> None:
         "Name", "Age", "SignerName", "Requestor", "RequestedDuration", "Condition"]
     assert csrs["rows"][0]["cells"][0] == name and csrs["rows"][0]["cells"][-1] == "Pending"
     one = http.get(f"{fake.url}/api/v1/nodes/worker-0", headers={"Accept": TABLE}).json()
-    assert [c["name"] for c in one["columnDefinitions"]] == ["Name", "Created At"]
-    assert one["rows"][0]["cells"][0] == "worker-0"
+    assert [c["name"] for c in one["columnDefinitions"]] == ["Name", "Status", "Roles", "Age", "Version"]
+    assert one["rows"][0]["cells"][:3] == ["worker-0", "Ready", "<none>"]
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    spaces = http.get(f"{fake.url}/api/v1/namespaces", headers={"Accept": TABLE}).json()
+    assert [c["name"] for c in spaces["columnDefinitions"]] == ["Name", "Created At"]
     assert http.get(f"{fake.url}/api/v1/nodes").json()["kind"] == "NodeList"
 
 
@@ -394,7 +397,8 @@ def test_real_kubectl_reads_the_kinds_through_discovery(server, tmp_path: Path) 
         line.split()[0] for line in resources.splitlines()}
     assert run([*env_base, "get", "csr", "-o", "name"], timeout=30).stdout == \
         "certificatesigningrequest.certificates.k8s.io/client-worker-3\n"
-    assert run([*env_base, "get", "no"], timeout=30).stdout.splitlines()[1].split()[0] == "worker-3"
+    assert run([*env_base, "get", "no"], timeout=30).stdout.splitlines()[1].split()[:3] == [
+        "worker-3", "Ready", "<none>"]
     assert run([*env_base, "get", "pdb", "-n", "ns", "-o", "name"], timeout=30).stdout == \
         "poddisruptionbudget.policy/web\n"
 
@@ -444,3 +448,17 @@ def test_a_request_body_the_server_does_not_need_is_still_read_off_the_connectio
     http.request(method, f"{fake.url}{path}", content=body, headers={"Content-Type": "application/json"})
     after = http.get(f"{fake.url}/api/v1/namespaces/ns/pods")  # the same kept-alive connection
     assert after.status_code == 200 and after.json()["kind"] == "PodList"
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (5, "5s"), (119, "119s"), (125, "2m5s"), (600, "10m"), (179 * 60, "179m"), (3 * 3600 + 60, "3h1m"),
+    (8 * 3600, "8h"), (47 * 3600, "47h"), (50 * 3600, "2d2h"), (9 * 86400, "9d"), (800 * 86400, "2y70d"),
+])
+def test_ages_read_as_kubectl_prints_them(seconds: int, shown: str) -> None:
+    import datetime as dt
+
+    from kube_wire import age
+
+    now = dt.datetime(2026, 11, 27, 12, 0, tzinfo=dt.UTC)
+    then = (now - dt.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert age(then, now) == shown
