@@ -289,7 +289,7 @@ def test_one_cluster_approves_the_new_dgxs_csrs_and_verifies_its_gpus(
         doc = json.loads(res.stdout)  # type: ignore[attr-defined]
         node = doc["nodes"][0]
         assert (node["name"], node["stage"], node["ready"]) == ("worker-2", "done", True)
-        assert node["gpu"] == "verified"
+        assert node["gpu"].startswith("verified"), node  # then the pool's DCGM verdict
         assert doc["left_pending"] == ["client-intruder-9"]
         assert api.approved() == {"client-worker-2"} and api.conditions("client-intruder-9") == []
         labels = api.get("v1", "Node", "worker-2")["metadata"]["labels"]  # type: ignore[index]
