@@ -103,3 +103,26 @@ def test_schema_shows_the_network_operator_defaults(runner) -> None:
     assert net["infiniband"]["default"]["name"] == "rdma-ipoib"
     assert net["ethernet"]["default"]["cidr"] == "192.168.101.0/24"
     assert "2176" in defs["NodeRdma"]["properties"]["node_interface"]["description"]
+
+
+def test_nic_cluster_policy_override_the_crd_lacks_is_refused(runner, tmp_path: Path) -> None:
+    head = "network_operator:\n  nic_cluster_policy:\n"
+    extra = head + "    ofedDriver.version: doca3.4.1\n    ofedDriver.bogus: 1\n"
+    code, out = _validate(runner, rdma_inventory(tmp_path, extra))
+    assert code == 2, out
+    assert ("network_operator.nic_cluster_policy: ofedDriver.bogus: the NicClusterPolicy CRD "
+            "(mellanox.com/v1alpha1, nvidia-network-operator.v26.4.1) has no field 'bogus' in spec.ofedDriver"
+            ) in " ".join(out.split())
+    for nested in ("    rdmaSharedDevicePlugin: {confg: x}\n",
+                   "    tolerations: [{key: a, efect: NoSchedule}]\n"):
+        code, out = _validate(runner, rdma_inventory(tmp_path, head + nested))
+        assert code == 2 and "has no field" in out, out
+
+
+def test_nic_cluster_policy_overrides_the_crd_has_pass(runner, tmp_path: Path) -> None:
+    extra = ("network_operator:\n  nic_cluster_policy:\n    ofedDriver.version: doca3.4.1-26.04-1.1.0.0-1\n"
+             "    ofedDriver.env: [{name: UNLOAD_STORAGE_MODULES, value: 'true'}]\n"
+             "    nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms:\n"
+             "      - matchExpressions: [{key: a, operator: Exists}]\n")
+    code, out = _validate(runner, rdma_inventory(tmp_path, extra))
+    assert code == 0, out

@@ -171,6 +171,9 @@ def render_files(inv: Inventory) -> list[tuple[str, str]]:
         from upi.gpu.pool import pool_objects
 
         objs[:0] = [(f"0{i}-pool-{obj['kind'].lower()}", obj) for i, obj in enumerate(pool_objects(inv))]
+    from upi.gpu.network import render_objects  # the Network Operator when a DGX has rdma: (docs/rdma.md)
+
+    objs += render_objects(inv)
     return [(f"gpu/{name}.yaml", dump(obj)) for name, obj in objs]
 
 

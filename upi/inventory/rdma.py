@@ -10,9 +10,12 @@ nor the one it network-boots from. Kept apart from model.py, as gpu.py is.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt
@@ -140,6 +143,39 @@ class NetworkOperator(_Model):
 DEFAULT = NetworkOperator()
 
 
+@functools.cache
+def operator_facts() -> dict[str, Any]:
+    """The Network Operator facts upi carries (network-operator.json, rebuilt by tests/rdma_facts.py).
+
+    From Mellanox/network-operator v26.4.1 (Apache-2.0): the CSV's default
+    NicClusterPolicy, its related images, the package's default channel and the
+    NicClusterPolicy spec's field names from its CRD. Render needs them without a
+    cluster; validate checks the overrides against the field names.
+    """
+    loaded: dict[str, Any] = json.loads((Path(__file__).parent / "network-operator.json").read_text())
+    return loaded
+
+
+def unknown_field(overrides: dict[str, Any], tree: Any, prefix: str = "") -> str | None:
+    """The first override (dotted) the field tree has no place for; None when all fit."""
+    if tree == "*":
+        return None
+    for key, value in overrides.items():
+        here = f"{prefix}{key}"
+        if not isinstance(tree, dict) or key not in tree:
+            return here
+        if isinstance(value, dict) and value:
+            found = unknown_field(value, tree[key], here + ".")
+            if found:
+                return found
+        elif isinstance(value, list) and tree[key] not in ({}, "*"):
+            for item in value:  # a list of objects (tolerations, env): each item's keys
+                found = unknown_field(item, tree[key], here + ".") if isinstance(item, dict) else None
+                if found:
+                    return found
+    return None
+
+
 def operator_settings(inv: Inventory) -> NetworkOperator:
     """The inventory's `network_operator:` section, or every default."""
     return inv.network_operator or DEFAULT
@@ -201,11 +237,26 @@ def rdma_rules(inv: Inventory) -> Iterator[Finding]:
             yield ("network_operator", "secondary_network", link, "master"), (
                 f"no {link} fabric interface is given by name: name the parent netdev of the "
                 f"{link} secondary network ({'ibp24s0' if link == 'infiniband' else 'ens1f0np0'})")
+    yield from _policy_overrides(inv)
     net = operator_settings(inv).secondary_network
     if {"infiniband", "ethernet"} <= links and net.infiniband.name == net.ethernet.name:
         yield ("network_operator", "secondary_network", "ethernet", "name"), (
             f"{net.ethernet.name!r} is also the infiniband network's name: both become a "
             f"NetworkAttachmentDefinition in {net.namespace}")
+
+
+def _policy_overrides(inv: Inventory) -> Iterator[Finding]:
+    """An override the NicClusterPolicy CRD lacks: the API server would drop it or refuse the object."""
+    if inv.network_operator is None:
+        return
+    facts = operator_facts()
+    bad = unknown_field(inv.network_operator.nic_cluster_policy, facts["specFields"])
+    if bad is not None:
+        parent, _, leaf = bad.rpartition(".")
+        where = f"spec.{parent}" if parent else "spec"
+        yield ("network_operator", "nic_cluster_policy"), (
+            f"{bad}: the NicClusterPolicy CRD ({facts['apiVersion']}, {facts['csv']}) has no field "
+            f"{leaf!r} in {where}")
 
 
 def rdma_warnings(inv: Inventory) -> list[str]:
