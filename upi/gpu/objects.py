@@ -131,7 +131,9 @@ def cluster_policy(inv: Inventory, example: Obj) -> Obj:
     """The ClusterPolicy: the CSV's example (never `spec: {}`), the driver mode, the inventory's overrides."""
     from upi.gpu.precompiled import policy_driver
 
-    spec = merge(merge(copy.deepcopy(example.get("spec") or {}), policy_driver(inv)),
+    # GPUDirect RDMA (nvidia-peermem) on the DGXs with rdma:; upi gpu applies it once the NIC driver is ready.
+    rdma: Obj = {"driver": {"rdma": {"enabled": True}}} if any(n.rdma for n in inv.nodes) else {}
+    spec = merge(merge(merge(copy.deepcopy(example.get("spec") or {}), policy_driver(inv)), rdma),
                  settings(inv).cluster_policy)
     return {"apiVersion": example.get("apiVersion", "nvidia.com/v1"), "kind": "ClusterPolicy",
             "metadata": {"name": CLUSTER_POLICY}, "spec": spec}
