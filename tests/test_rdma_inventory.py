@@ -75,11 +75,11 @@ def test_unknown_own_port_is_a_warning(runner, tmp_path: Path) -> None:
 
 def test_roce_fabric_without_a_named_port_needs_the_network_master(runner, tmp_path: Path) -> None:
     rdma = 'rdma: {interfaces: ["0000:18:00.0"], link_type: ethernet, node_interface: eno1}'
-    code, out = _validate(runner, rdma_inventory(tmp_path, w0=rdma, w1=""))
+    code, out = _validate(runner, rdma_inventory(tmp_path, w0=rdma, w1=rdma))
     assert code == 2 and "network_operator.secondary_network.ethernet.master" in out
     extra = ("network_operator:\n  secondary_network:\n"
              "    ethernet: {name: roce, cidr: 10.9.0.0/16, master: ens1f0np0}\n")
-    code, out = _validate(runner, rdma_inventory(tmp_path, extra, w0=rdma, w1=""))
+    code, out = _validate(runner, rdma_inventory(tmp_path, extra, w0=rdma, w1=rdma))
     assert code == 0, out
 
 
@@ -126,3 +126,20 @@ def test_nic_cluster_policy_overrides_the_crd_has_pass(runner, tmp_path: Path) -
              "      - matchExpressions: [{key: a, operator: Exists}]\n")
     code, out = _validate(runner, rdma_inventory(tmp_path, extra))
     assert code == 0, out
+
+
+def test_every_gpu_node_or_none_has_rdma(runner, tmp_path: Path) -> None:
+    code, out = _validate(runner, rdma_inventory(tmp_path, w1=""))
+    assert code == 2
+    assert ("nodes[5].gpu: worker-1 is a GPU node without rdma: while worker-0 has it: driver.rdma.enabled "
+            "is cluster-wide") in " ".join(out.split())
+
+
+def test_rdma_enabled_without_rdma_nodes_is_warned(runner, tmp_path: Path) -> None:
+    extra = "gpu:\n  cluster_policy: {driver.rdma.enabled: true}\n"
+    code, out = _validate(runner, rdma_inventory(tmp_path, extra, w0="", w1=""))
+    assert code == 0, out
+    assert "nothing installs the NIC driver" in out and "issue 2471" in " ".join(out.split())
+    code, out = _validate(runner, rdma_inventory(tmp_path, extra.replace("true}", "true, "
+                                                 "driver.rdma.useHostMofed: true}"), w0="", w1=""))
+    assert code == 0 and "2471" not in out

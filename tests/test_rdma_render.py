@@ -75,7 +75,7 @@ def test_roce_by_pci_address_gets_a_macvlan_network_and_named_ports(runner, tmp_
              "    ethernet: {name: roce-net, cidr: 10.9.0.0/16, exclude: [10.9.0.0/24], mtu: 9000}\n"
              "  nic_cluster_policy:\n    ofedDriver.version: doca3.4.1-26.04-1.1.0.0-1\n"
              "    ofedDriver.env: [{name: UNLOAD_STORAGE_MODULES, value: 'true'}]\n")
-    objs = _rendered(runner, tmp_path, rdma_inventory(tmp_path, extra, w0=w0, w1=""))
+    objs = _rendered(runner, tmp_path, rdma_inventory(tmp_path, extra, w0=w0, w1=w0))
     assert [n for n in objs if n.startswith("3")] == [*NETWORK_FILES, "34-macvlannetwork-roce-net.yaml"]
     for name, obj in objs.items():
         if has_schema(obj["apiVersion"], obj["kind"]):
@@ -87,7 +87,7 @@ def test_roce_by_pci_address_gets_a_macvlan_network_and_named_ports(runner, tmp_
     assert entry["selectors"]["ifNames"] == [*pci, "ens2f0np0"]
     assert policy["spec"]["ofedDriver"]["env"] == [{"name": "UNLOAD_STORAGE_MODULES", "value": "true"}]
     assert "ipoib" not in (policy["spec"].get("secondaryNetwork") or {})
-    assert _affinity(policy) == ["worker-0"]
+    assert _affinity(policy) == ["worker-0", "worker-1"]
     net = objs["34-macvlannetwork-roce-net.yaml"]["spec"]
     assert (net["master"], net["mode"], net["mtu"], net["networkNamespace"]) == (
         "ens2f0np0", "bridge", 9000, "training")
@@ -105,3 +105,16 @@ def test_a_custom_pool_taint_is_tolerated_by_the_nic_driver(runner, tmp_path: Pa
 def test_without_rdma_nothing_of_the_network_operator_is_rendered(runner, tmp_path: Path) -> None:
     objs = _rendered(runner, tmp_path, rdma_inventory(tmp_path, w0="", w1=""))
     assert not [n for n in objs if n.startswith("3")]
+
+
+def test_nfd_reports_the_fabric_nics_the_nic_driver_selects_by(runner, tmp_path: Path) -> None:
+    from fake_gpu import MELLANOX_PCI, nfd_labels
+
+    # A ConnectX port in InfiniBand mode is PCI class 0207: NFD must report it for pci-15b3.present,
+    # the label the Network Operator's driver DaemonSet selects nodes by.
+    nfd = _rendered(runner, tmp_path, rdma_inventory(tmp_path))["13-nfd-instance.yaml"]
+    labels = nfd_labels(nfd["spec"]["workerConfig"]["configData"], [MELLANOX_PCI])
+    assert labels == {"feature.node.kubernetes.io/pci-15b3.present": "true"}
+    plain_inv = rdma_inventory(tmp_path, w0="", w1="")
+    plain = _rendered(runner, tmp_path / "plain", plain_inv)["13-nfd-instance.yaml"]
+    assert nfd_labels(plain["spec"]["workerConfig"]["configData"], [MELLANOX_PCI]) == {}

@@ -54,6 +54,16 @@ def links(inv: Inventory) -> list[LinkType]:
     return [link for link in LINK_TYPES if link in found]
 
 
+def nfd_classes(inv: Inventory) -> tuple[str, ...]:
+    """PCI classes NFD must report for the fabrics' NICs to be labelled pci-15b3.present.
+
+    The NIC driver's DaemonSet selects `feature.node.kubernetes.io/pci-15b3.present`
+    (Mellanox/network-operator manifests/state-ofed-driver, pkg/nodeinfo); a ConnectX
+    port in InfiniBand mode is class 0207, in Ethernet mode 0200.
+    """
+    return tuple({"infiniband": "0207", "ethernet": "0200"}[link] for link in links(inv))
+
+
 def pci_names(address: str, link: LinkType) -> list[str]:
     """The netdev names udev's path policy gives a PCI function (systemd.net-naming-scheme(7)).
 

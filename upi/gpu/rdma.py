@@ -164,9 +164,11 @@ def _peermem(pod: Obj) -> Obj | None:
                  if c.get("name") == PEERMEM_CONTAINER), None)
 
 
-def wait_peermem(kube: Kube, inv: Inventory, gpu_ns: str, clock: Clock) -> None:
-    """The GPU driver pod of every RDMA node runs a ready nvidia-peermem-ctr: GPUDirect RDMA is loaded."""
-    nodes = [n.name for n in rdma_nodes(inv)]
+def wait_peermem(kube: Kube, inv: Inventory, gpu_ns: str, clock: Clock,
+                 only: Iterable[str] | None = None) -> None:
+    """Each RDMA node's (of `only`) GPU driver pod runs a ready nvidia-peermem-ctr: GPUDirect is loaded."""
+    wanted = None if only is None else set(only)
+    nodes = [n.name for n in rdma_nodes(inv) if wanted is None or n.name in wanted]
     if not nodes:
         return
 
@@ -214,3 +216,27 @@ def plan_network(inv: Inventory, kube: Kube) -> list[str]:
         return [*docs, "# NicClusterPolicy: built from the Network Operator's CSV once installed\n"]
     policy = nic_cluster_policy(inv, example_of(csv, "NicClusterPolicy"), related_images(csv))
     return docs + [dump(o) for o in [policy, *secondary_networks(inv)]]
+
+
+def rdma_for_nodes(kube: Kube, inv: Inventory, names: list[str], clock: Clock, reporter: Reporter) -> None:
+    """`upi nodes add`: the RDMA steps for the named nodes that have rdma:; GpuFailed on a failure.
+
+    The NicClusterPolicy names the RDMA nodes (its nodeAffinity, the plugin's
+    ports), so it is applied again with the new ones; their NIC driver must be
+    ready, then their GPU driver pods must load nvidia-peermem. GPUDirect itself
+    (the ClusterPolicy's driver.rdma.enabled) is day 1's: switching it on
+    restarts every GPU driver, which is `upi gpu`'s to do, not a node's.
+    """
+    new = [n.name for n in rdma_nodes(inv) if n.name in names]
+    if not new:
+        return
+    policy = kube.get("nvidia.com/v1", "ClusterPolicy", CLUSTER_POLICY) or {}
+    rdma = ((policy.get("spec") or {}).get("driver") or {}).get("rdma") or {}
+    if rdma.get("enabled") is not True:
+        raise GpuFailed(Diagnosis(
+            STAGE, f"ClusterPolicy {CLUSTER_POLICY}", "GPUDirect RDMA (driver.rdma.enabled) is not on",
+            cause="the cluster's GPU stack was installed without rdma: nodes",
+            fix="run `upi gpu` with the inventory: it installs the Network Operator for every rdma: "
+                "node, then switches GPUDirect on (the GPU driver pods restart)"))
+    install_network(kube, inv, clock, [], reporter, nodes=new)
+    wait_peermem(kube, inv, settings(inv).operator_namespace, clock, only=new)

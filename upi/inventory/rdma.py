@@ -231,6 +231,7 @@ def rdma_rules(inv: Inventory) -> Iterator[Finding]:
                 yield ("nodes", i, "rdma", "interfaces", j), (
                     f"{iface} is also {node.name}'s {own[iface]}, the port of its own traffic or its "
                     f"network boot: {ISSUE_2176}; list only the fabric ports")
+    yield from _all_or_no_dgx(inv)
     links = {n.rdma.link_type for n in rdma_nodes(inv) if n.rdma is not None}
     for link in LINK_TYPES:
         if link in links and fabric_master(inv, link) is None:
@@ -243,6 +244,21 @@ def rdma_rules(inv: Inventory) -> Iterator[Finding]:
         yield ("network_operator", "secondary_network", "ethernet", "name"), (
             f"{net.ethernet.name!r} is also the infiniband network's name: both become a "
             f"NetworkAttachmentDefinition in {net.namespace}")
+
+
+def _all_or_no_dgx(inv: Inventory) -> Iterator[Finding]:
+    """GPUDirect is cluster-wide: with one DGX on the fabric, every GPU node needs rdma:."""
+    with_rdma = rdma_nodes(inv)
+    if not with_rdma:
+        return
+    for i, node in enumerate(inv.nodes):
+        if node.gpu and node.rdma is None:
+            yield ("nodes", i, "gpu"), (
+                f"{node.name} is a GPU node without rdma: while {with_rdma[0].name} has it: "
+                "driver.rdma.enabled is cluster-wide, so every GPU node's driver pod runs "
+                "nvidia-peermem-ctr, which waits for a NIC driver upi installs only on rdma: nodes; "
+                "give every GPU node rdma: (or none)")
+            return
 
 
 def _policy_overrides(inv: Inventory) -> Iterator[Finding]:
@@ -261,6 +277,15 @@ def _policy_overrides(inv: Inventory) -> Iterator[Finding]:
 
 def rdma_warnings(inv: Inventory) -> list[str]:
     """A fabric whose node's own-traffic port upi cannot know: the 2176 check could not run."""
-    return [f"{n.name}: neither network: nor rdma.node_interface names the port of its own traffic; "
-            "upi cannot check that no fabric interface is that port (set rdma.node_interface)"
-            for n in rdma_nodes(inv) if not own_interfaces(n)]
+    out = [f"{n.name}: neither network: nor rdma.node_interface names the port of its own traffic; "
+           "upi cannot check that no fabric interface is that port (set rdma.node_interface)"
+           for n in rdma_nodes(inv) if not own_interfaces(n)]
+    rdma = ((inv.gpu.cluster_policy if inv.gpu else {}).get("driver") or {}).get("rdma") or {}
+    if isinstance(rdma, dict) and rdma.get("enabled") is True and rdma.get("useHostMofed") is not True \
+            and not rdma_nodes(inv):
+        # The GPU driver's peermem container waits for the NIC driver's ready flag (gpu-driver-container
+        # reload_nvidia_peermem): with no NIC driver the GPU driver pods never get ready.
+        out.append("gpu.cluster_policy sets driver.rdma.enabled but no node has rdma:, so nothing installs "
+                   "the NIC driver and the GPU driver pods wait for it (network-operator issue 2471): add "
+                   "rdma: to the DGXs, or driver.rdma.useHostMofed: true for a driver on the hosts")
+    return out
