@@ -118,3 +118,16 @@ def test_nfd_reports_the_fabric_nics_the_nic_driver_selects_by(runner, tmp_path:
     plain_inv = rdma_inventory(tmp_path, w0="", w1="")
     plain = _rendered(runner, tmp_path / "plain", plain_inv)["13-nfd-instance.yaml"]
     assert nfd_labels(plain["spec"]["workerConfig"]["configData"], [MELLANOX_PCI]) == {}
+
+
+def test_rdma_nodes_put_the_network_operator_in_the_mirror(tmp_path: Path) -> None:
+    from upi.inventory import load_inventory
+    from upi.mirror.imageset import NETWORK_PACKAGE, operator_packages
+
+    plain = load_inventory(rdma_inventory(tmp_path, w0="", w1=""), check_files=False)
+    assert NETWORK_PACKAGE not in [p for _, p, _ in operator_packages(plain)]
+    (tmp_path / "pinned").mkdir()
+    pinned = load_inventory(rdma_inventory(tmp_path / "pinned", "network_operator:\n  channel: v26.4\n"),
+                            check_files=False)
+    assert [(p, c) for _, p, c in operator_packages(pinned) if p == NETWORK_PACKAGE] == [
+        (NETWORK_PACKAGE, "v26.4")]
