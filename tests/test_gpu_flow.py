@@ -88,7 +88,7 @@ def test_overrides_and_pinned_channel_reach_the_cluster(
     runner, tmp_path: Path, cluster: FakeGpuCluster
 ) -> None:
     extra = "gpu:\n  operator_channel: v26.7\n"
-    # driver.rdma.enabled without rdma: nodes needs a host NIC driver (else upi validate refuses it).
+    # driver.rdma.enabled without rdma: nodes needs a host NIC driver (else the GPU driver pods wait).
     extra += ("  cluster_policy: {mig.strategy: mixed, driver.rdma.enabled: true,"
               " driver.rdma.useHostMofed: true}\n")
     result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, extra), cluster))
