@@ -241,3 +241,25 @@ class Quiet:
 def _affinity(policy: dict) -> list[str]:
     required = policy["spec"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     return list(required["nodeSelectorTerms"][0]["matchExpressions"][0]["values"])
+
+
+def test_a_roce_fabric_gets_its_macvlan_network_and_rdma_resource(runner, tmp_path: Path,
+                                                                  cluster: FakeGpuCluster) -> None:
+    ports = ["ens1f0np0", "ens1f1np1"]
+    for node in ("worker-0", "worker-1"):
+        cluster.network.ports[node], cluster.network.link[node] = ports, "ether"
+        # A ConnectX in Ethernet mode is PCI class 0200 (Ethernet controller), not 0207.
+        sim = cluster.nodes[node]
+        sim.devices = [{**d, "class": "0200"} if d["vendor"] == "15b3" else d for d in sim.devices]
+    roce = f"rdma: {{interfaces: [{', '.join(ports)}], link_type: ethernet, node_interface: eno1}}"
+    extra = "network_operator:\n  resource_name: roce\n"
+    result = runner.invoke(app, gpu_args(rdma_inventory(tmp_path, extra, w0=roce, w1=roce), cluster,
+                                         timeout="1"))
+    assert result.exit_code == 0, result.output
+    net = cluster.api.get(MELLANOX, "MacvlanNetwork", "rdma-macvlan")
+    assert net is not None and net["spec"]["master"] == "ens1f0np0" and net["status"]["state"] == "ready"
+    assert cluster.api.get(MELLANOX, "IPoIBNetwork", "rdma-ipoib") is None
+    assert "ipoib" not in (_policy(cluster)["spec"].get("secondaryNetwork") or {})
+    for name in ("worker-0", "worker-1"):
+        node = cluster.api.get("v1", "Node", name)
+        assert node is not None and node["status"]["allocatable"]["rdma/roce"] == "63"

@@ -131,3 +131,26 @@ def test_rdma_nodes_put_the_network_operator_in_the_mirror(tmp_path: Path) -> No
                             check_files=False)
     assert [(p, c) for _, p, c in operator_packages(pinned) if p == NETWORK_PACKAGE] == [
         (NETWORK_PACKAGE, "v26.4")]
+
+
+def test_two_fabrics_get_an_ipoib_and_a_macvlan_network(runner, tmp_path: Path) -> None:
+    roce = "rdma: {interfaces: [ens1f0np0, ens1f1np1], link_type: ethernet, node_interface: eno1}"
+    objs = _rendered(runner, tmp_path, rdma_inventory(tmp_path, w1=roce))
+    assert [n for n in objs if n.startswith("34-")] == ["34-ipoibnetwork-rdma-ipoib.yaml",
+                                                        "34-macvlannetwork-rdma-macvlan.yaml"]
+    assert objs["34-ipoibnetwork-rdma-ipoib.yaml"]["spec"]["master"] == "ibp24s0"
+    assert objs["34-macvlannetwork-rdma-macvlan.yaml"]["spec"]["master"] == "ens1f0np0"
+    names = _plugin_config(objs["33-nic-cluster-policy.yaml"])["configList"][0]["selectors"]["ifNames"]
+    assert names[-2:] == ["ens1f0np0", "ens1f1np1"] and len(names) == 10
+    for obj in objs.values():
+        if has_schema(obj["apiVersion"], obj["kind"]):
+            assert schema_errors(obj) == []
+
+
+def test_render_with_an_override_the_crd_lacks_writes_nothing(runner, tmp_path: Path) -> None:
+    extra = "network_operator:\n  nic_cluster_policy: {rdmaSharedDevicePlugin.selectors: {}}\n"
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["render", str(rdma_inventory(tmp_path, extra)), "-o", str(out)])
+    assert result.exit_code == 2
+    assert "rdmaSharedDevicePlugin.selectors: the NicClusterPolicy CRD" in " ".join(result.output.split())
+    assert "Traceback" not in result.output and not out.exists()
