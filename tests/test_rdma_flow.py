@@ -263,3 +263,14 @@ def test_a_roce_fabric_gets_its_macvlan_network_and_rdma_resource(runner, tmp_pa
     for name in ("worker-0", "worker-1"):
         node = cluster.api.get("v1", "Node", name)
         assert node is not None and node["status"]["allocatable"]["rdma/roce"] == "63"
+
+
+def test_a_channel_the_catalog_lacks_names_the_inventory_key(runner, tmp_path: Path,
+                                                             cluster: FakeGpuCluster) -> None:
+    inv = rdma_inventory(tmp_path, "network_operator:\n  channel: v99.9\n")
+    result = runner.invoke(app, gpu_args(inv, cluster, "--json", timeout="1"))
+    assert result.exit_code == 1
+    diag = json.loads(result.stdout)["diagnosis"]
+    assert diag["object"] == "PackageManifest openshift-marketplace/nvidia-network-operator"
+    assert diag["problem"] == "no channel 'v99.9' (channels: stable, v26.4)"
+    assert diag["fix"] == "set network_operator.channel to one of those"
