@@ -101,6 +101,11 @@ KINDS = [
     Kind("config.openshift.io", "v1", "ImageDigestMirrorSet", "imagedigestmirrorsets", False),
     Kind("config.openshift.io", "v1", "ImageTagMirrorSet", "imagetagmirrorsets", False),
     Kind("config.openshift.io", "v1", "OperatorHub", "operatorhubs", False),
+    # The GPU metrics proof (tests/fake_thanos.py): the querier's route, the ingress CA, RBAC, tokens.
+    Kind("route.openshift.io", "v1", "Route", "routes", True),
+    Kind("", "v1", "ConfigMap", "configmaps", True, False),
+    Kind("", "v1", "ServiceAccount", "serviceaccounts", True, False),
+    Kind("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False, False),
 ]
 _BY_PATH = {(k.group, k.version, k.plural): k for k in KINDS}
 _BY_API = {(k.api_version, k.kind): k for k in KINDS}
@@ -177,6 +182,7 @@ class FakeApiServer:
         self.schema_violations: list[str] = []
         self.controller_errors: list[str] = []
         self.requests: list[tuple[str, str, str]] = []  # (method, path, content type)
+        self.tokens: dict[str, tuple[str, str]] = {}  # TokenRequest tokens issued -> (namespace, account)
         self.controllers: list[Callable[[], None]] = []
         self.unserved: set[Kind] = set()  # CRD kinds not installed yet: their URLs are 404
         # Misbehaviour on demand, as in tests/fake_kube.py: raw bytes instead of the answer.
@@ -334,6 +340,30 @@ class FakeApiServer:
             out = copy.deepcopy(self.objects[key])
         self.run_controllers()
         return 201, out
+
+    def token_request(self, ns: str, name: str, body: Obj) -> tuple[int, Obj]:
+        """POST serviceaccounts/<name>/token: a bound token of the account (authentication.k8s.io/v1).
+
+        After kubernetes pkg/registry/core/serviceaccount/storage/token.go and the
+        TokenRequest reference (kubernetes.io/docs/reference/kubernetes-api/
+        authentication-resources/token-request-v1): 201 with the request echoed and
+        status.token / status.expirationTimestamp; the account must exist; a
+        lifetime under 10 minutes is Invalid.
+        """
+        with self.lock:
+            if (self.kind("v1", "ServiceAccount"), ns, name) not in self.objects:
+                return 404, status(404, "NotFound", f'serviceaccounts "{name}" not found')
+            seconds = (body.get("spec") or {}).get("expirationSeconds", 3600)
+            if not isinstance(seconds, int) or seconds < 600:
+                return 422, status(422, "Invalid", f"spec.expirationSeconds: Invalid value: {seconds}: may "
+                                   "not specify a duration less than 10 minutes")
+            token = "eyJhbGciOiJSUzI1NiJ9." + uuid.uuid4().hex + uuid.uuid4().hex
+            self.tokens[token] = (ns, name)
+        expires = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return 201, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                     "metadata": {"name": name, "namespace": ns},
+                     "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": seconds},
+                     "status": {"token": token, "expirationTimestamp": expires}}
 
     def _namespace_exists(self, ns: str) -> bool:
         return (self.kind("v1", "Namespace"), "", ns) in self.objects
@@ -682,6 +712,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         route, _ = self._route()
         if self._not_served():
+            return
+        if route is not None and route[0].kind == "ServiceAccount" and route[2] and route[3] == "token":
+            self._send(*self.fake.token_request(route[1], route[2], json.loads(self._body() or b"{}")))
             return
         if route is None or route[2] is not None:
             self._send(405, status(405, "MethodNotAllowed", "the server does not allow this method"))

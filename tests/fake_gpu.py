@@ -23,6 +23,7 @@ import yaml
 from fake_apiserver import FakeApiServer, Obj, now
 from fake_mco import FakeMco
 from fake_network import FakeNetworkOperator
+from fake_thanos import FakeThanos
 from kube_schema import csv as real_csv
 
 NFD_PREFIX = "feature.node.kubernetes.io/"
@@ -108,6 +109,7 @@ class FakeGpuCluster:
         self.validation_pods: list[Obj] = []
         self.diag_pods: list[Obj] = []  # upi's DCGM diagnostic pods (`dcgmi diag`)
         self.most_validation_pods_at_once = 0  # upi's validation pods seen together in one tick
+        self.foreign_pods: set[str] = set()  # labels of pods another fake runs (tests/fake_rdma.py)
         self._csv_age: dict[str, int] = {}
         self._mig_seen: dict[str, str] = {}
         self._mig_lag: dict[str, int] = {}
@@ -115,6 +117,9 @@ class FakeGpuCluster:
         self._seed()
         self.mco = FakeMco(self.api)  # the GPU pool's MachineConfigPool rollout (tests/fake_mco.py)
         self.mco.seed()
+        # The cluster's monitoring: the Thanos querier route over the GPU series (tests/fake_thanos.py).
+        self.thanos = FakeThanos(workdir / "thanos", self.api, {n.name: n.gpus for n in nodes})
+        self.thanos.seed()
         # The operators' CRDs exist only once OLM has run their InstallPlans.
         self.api.withhold("nfd.openshift.io/v1", "NodeFeatureDiscovery")
         self.api.withhold("nvidia.com/v1", "ClusterPolicy")
@@ -128,10 +133,12 @@ class FakeGpuCluster:
 
     def start(self) -> FakeGpuCluster:
         self.api.start()
+        self.thanos.start()
         return self
 
     def stop(self) -> None:
-        self.api.stop()
+        self.api.stop()  # first: its controllers stop acting the moment the test is done
+        self.thanos.stop()
 
     @property
     def kubeconfig(self) -> Path:
@@ -586,6 +593,8 @@ class FakeGpuCluster:
                 continue
             if pod["metadata"].get("ownerReferences"):
                 continue  # a DaemonSet's pod: the operator fake runs it (_driver_pod)
+            if self.foreign_pods & set(pod["metadata"].get("labels") or {}):
+                continue  # another fake's pod (the RDMA bandwidth tests: tests/fake_rdma.py)
             self._run(pod)
 
     def _run(self, pod: Obj) -> None:

@@ -83,6 +83,11 @@ def spawn(args: list[str], *, tty: bool, env: dict[str, str] | None = None) -> U
                                 preexec_fn=sigint_default)  # tests send it SIGINT (childsignals.py)
         assert proc.stdout is not None and proc.stderr is not None
         return Upi(proc, proc.stdout.fileno(), proc.stderr.fileno())
+    # The terminal's size is the pty's alone: COLUMNS/LINES from the caller's shell (a chroot's, a
+    # CI runner's) would override the ioctl below in rich, and an unset or dumb TERM hides the panel.
+    for name in ("COLUMNS", "LINES"):
+        environ.pop(name, None)
+    environ["TERM"] = "xterm-256color"
     master, slave = pty.openpty()
     # A wide terminal, so the live table's cells are not cut to `…`.
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 220, 0, 0))

@@ -81,7 +81,8 @@ def test_a_second_run_changes_nothing_and_says_so(runner, tmp_path: Path, cluste
     assert cluster.approved_plans == plans
     assert not re.search(r": (created|configured|approved)", result.output), result.output
     # 2 x (namespace, group, subscription) + 2 operands + the GPU pool and its KubeletConfig
-    assert result.output.count(": unchanged") == 10
+    # + the metrics ServiceAccount and its cluster-monitoring-view binding
+    assert result.output.count(": unchanged") == 12
 
 
 def test_overrides_and_pinned_channel_reach_the_cluster(

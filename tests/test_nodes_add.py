@@ -116,9 +116,12 @@ def test_a_new_dgx_joins_and_only_its_files_and_csrs_change(
     assert ami.state.resets  # the one-time network boot and power on went to its BMC
     after = snapshot(site.root)
     changed = sorted(k for k in after if before.get(k) != after[k])
+    # ... and the ledger of the files upi placed in each provisioner root they are in (upi.push.owned)
+    ledgers = [f"{root}/.upi-owned.{DOMAIN}.json" for root in
+               ("etc/dnsmasq.d", "var/lib/tftpboot", "var/www/html")]
     assert changed == sorted([
         "etc/dnsmasq.d/dhcp-pxe.conf", "etc/dnsmasq.d/dns.conf", "etc/haproxy/haproxy.cfg",
-        W2_GRUB, W2_IGN]), changed
+        W2_GRUB, W2_IGN, *ledgers]), changed
     assert set(before) <= set(after)  # nothing removed
     assert after[W2_IGN] == pointer(kube.ca_pem)
     assert after[W2_GRUB].rstrip().endswith(b"exit")  # flipped to local boot as its Node registered

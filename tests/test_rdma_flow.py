@@ -222,7 +222,7 @@ def test_nodes_add_does_not_switch_gpudirect_on_cluster_wide(runner, tmp_path: P
                              ["worker-1"], Clock(5, poll=0.05, settle=0.5), Quiet())
     finally:
         conn.close()
-    assert str(caught.value) == ("stage gpu: ClusterPolicy gpu-cluster-policy: GPUDirect RDMA "
+    assert str(caught.value) == ("stage gpu rdma: ClusterPolicy gpu-cluster-policy: GPUDirect RDMA "
                                  "(driver.rdma.enabled) is not on")
     assert cluster.api.get(MELLANOX, "NicClusterPolicy", "nic-cluster-policy") is None
 

@@ -27,7 +27,7 @@ import pytest
 import yaml
 from bootvms_support import node_uri, require_libvirt
 from conftest import INVENTORIES, require
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from upi.cli import app
@@ -245,8 +245,8 @@ def _placement(workdir: Path, doc: dict[str, Any]) -> tuple[object, ...]:
     """What decides which steps provisioner/prepare.sh holds: the packages, services, the bridge's
     layout (provisioner.interface a NIC or the bridge itself) and notes for other hosts: placing
     the VMs or HAProxy elsewhere drops steps, by design.
-    A doc whose placement differs from its baseline's is not compared for that file (the other
-    cases keep it covered; tests/test_prepare.py runs every placement's script)."""
+    A doc whose placement differs from its baseline's is compared for that file with its plain
+    twin (`_twin`, the same placement); tests/test_prepare.py runs every placement's script."""
     from upi.facts.provisioner import prepare_plan
 
     text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
@@ -264,8 +264,20 @@ def _baseline(workdir: Path, doc: dict[str, Any]) -> list[RenderedFile]:
     return BASELINES[key]
 
 
+def _moved(name: str, *values: tuple[tuple[Any, ...], str]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A case that moves a service off the provisioner: its prepare.sh is compared with its twin."""
+    doc = copy.deepcopy(BASES[name])
+    for path, value in values:
+        _set(doc, path, value)
+    return name, copy.deepcopy(BASES[name]), doc
+
+
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=hostile_inventory())
+@example(case=_moved("dgxpod", (("hypervisor", "uri"), "qemu+ssh://root@kvm1/_a/_-"),
+                     (("provisioner", "tftp_root"), "/srv/R&D/tftp's;$x|y")))
+@example(case=_moved("compact", (("provisioner", "http_base_url"), "https://h/.9__."),
+                     (("provisioner", "http_root"), "/srv/it's/$(reboot)")))
 def test_no_value_adds_a_line_or_a_directive_to_any_rendered_file(
         workdir: Path, case: tuple[str, dict[str, Any], dict[str, Any]]) -> None:
     name, plain, doc = case
@@ -278,9 +290,48 @@ def test_no_value_adds_a_line_or_a_directive_to_any_rendered_file(
     for got, want in zip(files, base, strict=True):
         assert _dir_shape(got.path) == _dir_shape(want.path), got.path
         assert ".." not in got.path.split("/")
-        if got.path == PREPARE and _placement(workdir, doc) != _placement(workdir, plain):
-            continue  # which steps run here follows where the VMs and HAProxy are: see below
+        if got.path == PREPARE:
+            _check_prepare(workdir, name, plain, doc, got, want)
+            continue
         assert skeleton(got) == skeleton(want), f"{name}: {got.path}\n{got.content.decode()}"
+
+
+def _twin(plain: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    """`plain` with each hostile value of `doc` stripped to its plain characters.
+
+    The stripped value keeps what the hostile one says about placement (a
+    remote hypervisor URI stays remote, an https URL https): its prepare.sh
+    holds the same steps as the hostile doc's, from plain values.
+    """
+    twin = copy.deepcopy(plain)
+    for path in FIELDS:
+        value = _get(doc, path)
+        if isinstance(value, str) and value != _get(plain, path):
+            _set(twin, path, re.sub(r"[^A-Za-z0-9._/:@+-]", "", value).replace("--", "-"))
+    return twin
+
+
+def _check_prepare(workdir: Path, name: str, plain: dict[str, Any], doc: dict[str, Any],
+                   got: RenderedFile, want: RenderedFile) -> None:
+    """prepare.sh parses (bash -n), and its skeleton is that of a plain inventory placed alike.
+
+    Which steps it holds follows where the VMs and HAProxy run, so a case that
+    moves them is compared with its twin (the same placement, plain values),
+    not with the unedited example.
+    """
+    assert _run(["bash", "-n"], input=got.content.decode()).returncode == 0, got.content.decode()
+    placement = _placement(workdir, doc)
+    if placement == _placement(workdir, plain):
+        event("prepare.sh: same placement")
+        assert skeleton(got) == skeleton(want), f"{name}: {got.path}\n{got.content.decode()}"
+        return
+    twin = _twin(plain, doc)
+    files = _render(workdir, twin)
+    assert files is not None, f"the plain twin of a rendered case is refused: {twin}"
+    assert _placement(workdir, twin) == placement, twin
+    event("prepare.sh: moved placement, compared with its twin")
+    base = next(f for f in files if f.path == PREPARE)
+    assert skeleton(got) == skeleton(base), f"{name}: {got.path}\n{got.content.decode()}"
 
 
 # Hostile values that validation lets through: each must be rendered so its reader takes it as a value.

@@ -22,7 +22,7 @@ from upi.cli import app
 
 pytestmark = pytest.mark.usefixtures("fake_openshift_install")
 GPU_STAGES = ["pre-flight", "GPU pool", "NFD operator", "GPU operator", "operands", "ClusterPolicy ready",
-              "verify nodes", "diagnose"]
+              "verify nodes", "diagnose", "metrics"]
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from typing import Any
 from upi.installed import Installed, installed_nodes, read_record, record_file, updated
 from upi.inventory import Inventory, load_inventory
 from upi.inventory.rules import warnings
+from upi.ownignition import own_nodes
 from upi.render import PUBLIC, RenderedFile, render_inventory
 from upi.safefs import Tree
 from upi.staging import recover
@@ -47,12 +48,15 @@ class Records:
     manifest: dict[str, Any]
     images: dict[str, dict[str, Any]]  # the RHCOS files `upi images` staged (manifest.json)
     installed: dict[str, Installed]  # installed.json
+    own: dict[str, str] = field(default_factory=dict)  # own-ignition.json (upi.ownignition)
 
     @classmethod
     def read(cls, tree: Tree | None) -> Records:
         """The records of the DIR open at `tree` (None: DIR does not exist yet, no records)."""
+        from upi import ownignition
+
         doc = read_manifest(tree)
-        return cls(doc, manifest_images(doc), read_record(tree))
+        return cls(doc, manifest_images(doc), read_record(tree), ownignition.read_record(tree))
 
 
 @dataclass
@@ -68,11 +72,21 @@ class Transaction:
         return self.tree.read(rel)
 
     def commit(self, files: list[RenderedFile] | None, *, record: dict[str, Installed] | None = None,
-               force: bool = False, diff: bool = False) -> TreeUpdate:
-        """Write `files` (None: keep the rendered files) and `record` when it changed, in one journal."""
-        records: tuple[RenderedFile, ...] = ()
+               force: bool = False, diff: bool = False, own: dict[str, str] | None = None,
+               published: Sequence[RenderedFile] = ()) -> TreeUpdate:
+        """Write `files` (None: keep the rendered files) and each record that changed, in one journal.
+
+        `own`: the nodes that boot their own ignition (upi.ownignition), with
+        `published`, their files under http/ (written in the same journal).
+        """
+        from upi import ownignition
+
+        # A published file already there as it is (a second `nodes add`) is not written again.
+        records: tuple[RenderedFile, ...] = tuple(f for f in published if self.read(f.path) != f.content)
         if record is not None and record != self.records.installed:
-            records = (record_file(record),)
+            records += (record_file(record),)
+        if own is not None and own != self.records.own:
+            records += (ownignition.record_file(own),)
         return commit(self.tree, self.out, files, self.records.manifest, force=force, diff=diff,
                       records=records)
 
@@ -136,23 +150,6 @@ def _kept_loaders(tree: Tree | None, previous: dict[str, str]) -> list[RenderedF
     return kept
 
 
-def own_ignition(inv: Inventory, tree: Tree | None) -> frozenset[str]:
-    """Workers whose own ignition file `upi nodes add` published in DIR/http/ (they boot that one)."""
-    import stat
-
-    from upi.facts.boot import own_ignition_path
-    from upi.push.sources import HTTP_DIR
-
-    if tree is None:
-        return frozenset()
-    found = set()
-    for node in inv.nodes:
-        st = tree.lstat(f"{HTTP_DIR}/{own_ignition_path(node.name)}")
-        if st is not None and stat.S_ISREG(st.st_mode):
-            found.add(node.name)
-    return frozenset(found)
-
-
 def build(inv: Inventory, out: Path, tree: Tree | None, records: Records, req: RenderRequest) -> Built:
     """Render `inv` over DIR's `records`: installed nodes boot disk, staged images and loaders stay."""
     last = records.manifest
@@ -169,7 +166,7 @@ def build(inv: Inventory, out: Path, tree: Tree | None, records: Records, req: R
     retire = bool(last.get("bootstrap_retired")) if req.retire_bootstrap is None else req.retire_bootstrap
     # RHCOS files staged by `upi images` stay, recorded as they were (not re-read: they are large).
     files = render_inventory(inv, extra, retire_bootstrap=retire, installed=done, images=records.images,
-                             own_ignition=own_ignition(inv, tree))
+                             own_ignition=own_nodes(inv, records.own))
     notes = warnings(inv)  # the inventory's own (validate prints them too)
     if refused:
         notes.append(f"{out}/manifest.json names {len(refused)} path(s) outside it or unsafe "

@@ -29,7 +29,8 @@ from upi.staging import STAGING_PREFIX, recover, roll_forward, stage
 Status = Literal["new", "changed", "unchanged", "removed"]
 # Paths other upi commands own inside a render dir (upi ignition stages http/;
 # installed.json is the record of installed nodes, upi.installed).
-OWNED_ELSEWHERE = ("http/", "installed.json")
+# own-ignition.json: the nodes `upi nodes add` published their own ignition for (upi.ownignition).
+OWNED_ELSEWHERE = ("http/", "installed.json", "own-ignition.json")
 MANIFEST_LIMIT = 64 << 20
 LOCK_WAIT = 30.0  # seconds a second writer waits for the first
 

@@ -279,12 +279,18 @@ def check_http(inv: Inventory, *, server: str | None = None, port: int | None = 
     """Fetch every artifact and ignition URL (from `server`/`port` when given).
 
     With `deep` (a render directory), files staged under its http/ are compared
-    by sha256 with what the server sends, read to the end.
+    by sha256 with what the server sends, read to the end. Then a removed
+    node's own ignition upi placed there must be gone (upi.check.stale).
     """
     now = now or datetime.now(UTC)
     base = inv.provisioner.http_base_url
     todo = [Target(t.what, redirect(t.url, base, server, port), t.ignition, t.rel)
             for t in targets(inv)]
+    from upi.check.stale import check_stale_http
+
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         rows = pool.map(lambda t: _probe(t, inv, now, timeout, retries, deep), todo)
-        return [row for group in rows for row in group]
+        found = [row for group in rows for row in group]
+    # A removed node's own ignition, recorded by `upi push`, must be gone (upi.check.stale).
+    root = redirect(base.rstrip("/") + "/", base, server, port)
+    return found + check_stale_http(inv, root, timeout=timeout, retries=retries)

@@ -164,7 +164,13 @@ def check_tftp(inv: Inventory, *, server: str | None = None, port: int = TFTP_PO
                timeout: float = 2.0, retries: int = 3, workers: int = 8,
                progress: Callable[[int], None] = lambda _n: None,
                render_dir: Path | None = None) -> list[CheckResult]:
-    """Fetch every file of `wanted(inv, render_dir)` from `server` (default: the provisioner)."""
+    """Fetch every file of `wanted(inv, render_dir)` from `server` (default: the provisioner).
+
+    Then the files `upi push` recorded placing there that the render no longer
+    has (a removed node's per-MAC files) must be gone (upi.check.stale).
+    """
+    from upi.check.stale import check_stale
+
     host = server or str(inv.provisioner.ip)
 
     def one(w: Wanted) -> CheckResult:
@@ -172,5 +178,7 @@ def check_tftp(inv: Inventory, *, server: str | None = None, port: int = TFTP_PO
         progress(1)
         return row
 
+    files = wanted(inv, render_dir)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(one, wanted(inv, render_dir)))
+        rows = list(pool.map(one, files))
+    return rows + check_stale(inv, host, port, {w.path for w in files}, timeout=timeout, retries=retries)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -159,16 +159,15 @@ def images(
     boot (docs/secure-boot.md) go to DIR/tftp/shimx64.efi and grubx64.efi,
     each checked to be a signed EFI image, recorded and published the same way.
     """
-    from upi.errors import CheckFailed, UsageError
+    from upi.errors import CheckFailed
     from upi.images import images as do_images
-    from upi.inventory import load_inventory
+    from upi.images import request_loaders
 
-    load_inventory(inventory, check_files=False)  # a broken inventory is named before any option
-    if src is None and shim is None and grub is None and iso is None:
-        raise UsageError("--from: name the RHCOS files to stage (--from SRC), or the signed "
-                         "loaders (--iso, or --shim and --grub), or both")
-    staged = _signed_loaders(inventory, out, src, shim=shim, grub=grub, iso=iso,
-                             installer=openshift_install, as_json=as_json)
+    staged = request_loaders(inventory, out, src, shim=shim, grub=grub, iso=iso,
+                             installer=openshift_install, say=console.say)
+    if staged and not as_json:
+        console.print_table(f"Signed UEFI loaders in {out}", ["file", "bytes", "sha256"],
+                            ((path, r["size"], r["sha256"][:16]) for path, r in staged.items()))
     if src is None:
         if as_json:
             console.print_json({"loaders": staged})
@@ -223,8 +222,16 @@ def push(
     if result.steps:
         console.print_table("commands" + (" (would run)" if dry_run else ""), ["target", "why", "command"],
                             ((s.target, s.purpose, " ".join(s.argv)) for s in result.steps))
+    for f in result.files:
+        if f.status == "kept":
+            console.say(f"{f.host}:{f.dest}: {f.note}")
+    placed = [f for f in result.files if f.status not in ("removed", "kept")]
+    uploaded = sum(f.status != "unchanged" for f in placed)
+    removed = sum(f.status == "removed" for f in result.files)
     verb = "would upload" if dry_run else "uploaded"
-    console.say(f"{verb} {len(result.changed)} of {len(result.files)} files")
+    console.say(f"{verb} {uploaded} of {len(placed)} files"
+                + (f", {'would remove' if dry_run else 'removed'} {removed} upi no longer renders"
+                   if removed else ""))
 
 
 @app.command(
@@ -290,28 +297,3 @@ def ignition(
     console.say(f"boot the nodes within 12 h: the certificates expire at "
                 f"{result.expires_at.isoformat(timespec='seconds')}")
     console.say(f"admin credentials: {assets / 'auth' / 'kubeconfig'} and kubeadmin-password (0600)")
-
-
-def _signed_loaders(inventory: Path, out: Path, src: str | None, *, shim: Path | None, grub: Path | None,
-                    iso: Path | None, installer: Path | None, as_json: bool) -> dict[str, Any]:
-    """`upi images`' signed loaders (--iso, --shim/--grub, or the live ISO found in SRC); staged records."""
-    from upi.errors import UsageError
-    from upi.images import iso_in, signed_loaders
-
-    if iso is not None and (shim or grub):
-        raise UsageError("--iso: take shim and GRUB from the ISO, or pass --shim and --grub, not both")
-    if (shim is None) != (grub is None):
-        raise UsageError(f"--{'grub' if shim else 'shim'}: shim and GRUB are staged as a pair "
-                         "(shim checks GRUB against its vendor's key): pass --shim and --grub")
-    if iso is None and shim is None and src is not None:
-        iso = iso_in(src, inventory, installer)  # Secure Boot nodes: the ISO beside the files
-        if iso is not None:
-            console.say(f"{iso}: the live ISO of the installer's RHCOS; its signed shim and GRUB "
-                        "are staged for the Secure Boot nodes")
-    if iso is None and shim is None:
-        return {}
-    staged = signed_loaders(inventory, out, shim=shim, grub=grub, iso=iso, installer=installer)
-    if not as_json:
-        console.print_table(f"Signed UEFI loaders in {out}", ["file", "bytes", "sha256"],
-                            ((path, r["size"], r["sha256"][:16]) for path, r in staged.items()))
-    return staged

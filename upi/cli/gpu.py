@@ -56,6 +56,9 @@ def gpu(
     nvidia.com/gpu.present, its product and allocatable nvidia.com/gpu equal
     to `gpus` (a MIG node: at least one MIG device per GPU), and run one
     validation pod that logs the success line.
+    With gpu_pool.metrics on, the cluster's Prometheus (the Thanos querier
+    route, TLS verified by the ingress CA) must hold a DCGM_FI_DEV_GPU_UTIL
+    series for every GPU of every GPU node.
     Exit 0 only when every GPU node is verified; 1 with a diagnosis; 2 for
     bad input. A second run changes nothing.
     """

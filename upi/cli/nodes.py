@@ -46,8 +46,9 @@ def add(
         "--no-metal", help="Drive no BMC: power the nodes on with a one-time network boot by hand.")]
     = False,
     no_gpu: Annotated[bool, typer.Option(
-        "--no-gpu", help="Skip the GPU check of the new gpu: true nodes (labels, allocatable, a "
-        "validation pod each, with the operators `upi gpu` installed); `upi gpu --node` does it later.")]
+        "--no-gpu", help="Skip the GPU step of the new gpu: true nodes (the GPU pool, labels, allocatable, "
+        "a validation pod and a DCGM diagnosis each, with the operators and pool `upi gpu` set up); "
+        "`upi gpu --node` does it later.")]
     = False,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Check the cluster and the ignition, print what render would change; "
@@ -67,8 +68,9 @@ def add(
     Render + push change only the new nodes' entries (the push lists every
     changed file); each node with a BMC is network-booted once; only these
     nodes' CSRs are approved (others stay pending, reported); each PXE file
-    flips to local boot as its Node registers; each new `gpu: true` node is
-    verified as `upi gpu` does, nothing cluster-wide re-applied. Exit 0 when
+    flips to local boot as its Node registers; each new `gpu: true` node
+    joins the GPU pool (label, rollout, taint) and is verified and
+    DCGM-diagnosed as `upi gpu` does, nothing cluster-wide re-applied. Exit 0 when
     every node is Ready (and GPU-verified), 1 naming the node and the stage
     that failed, 2 for bad input.
     A second run changes nothing.

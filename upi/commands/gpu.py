@@ -16,7 +16,7 @@ from upi.gpu.steps import Clock, Reporter
 from upi.inventory import Inventory, load_inventory
 
 COLUMNS = ["node", "label", "product", "GPUs expected/allocatable", "driver", "validation", "seconds",
-           "DCGM"]
+           "DCGM", "metrics"]
 
 
 def gpu_command(inventory: Path, *, kubeconfig: Path | None, assets: Path | None, dry_run: bool,
@@ -108,7 +108,7 @@ def show(report: GpuReport, *, as_json: bool) -> None:
             [n.node, n.label or "-", n.product or "-",
              f"{n.expected if n.expected is not None else 'any'}/{n.allocatable}"
              + (f" (MIG {n.mig})" if n.mig else ""), n.driver or "-",
-             n.validation, f"{n.seconds:.1f}", n.diagnosis or "-"] for n in report.nodes])
+             n.validation, f"{n.seconds:.1f}", n.diagnosis or "-", n.metrics or "-"] for n in report.nodes])
     if report.diagnosis is not None:
         console.error(report.diagnosis.text())
     elif report.ok and not report.dry_run:

@@ -69,6 +69,14 @@ class _Bearer(httpx2.Auth):
             yield request
 
 
+def bearer_token(auth: object) -> str | None:
+    """The token an Auth from `credentials` sends now; None for a client certificate or basic auth.
+
+    The GPU metrics proof hands it to the Thanos querier, which takes bearer tokens only.
+    """
+    return (auth.token or None) if isinstance(auth, _Bearer) else None
+
+
 def credentials(access: Access) -> httpx2.Auth | None:
     """The Auth for the kubeconfig's user: a token (file), an exec plugin, basic auth, or none."""
     if access.token_file is not None:

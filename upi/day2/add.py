@@ -137,9 +137,11 @@ def _not_yet_nodes(inv: Inventory, out: Path, names: list[str], states: dict[str
                    report: AddReport) -> set[str]:
     """The named nodes that are Nodes from an earlier run (resumed); a Node from elsewhere is an error."""
     from upi.installed import load_record
+    from upi.ownignition import load_record as load_own
+    from upi.ownignition import own_nodes
 
     record = load_record(out)
-    mine = _own_ignition(inv, out)
+    mine = own_nodes(inv, load_own(out))  # recorded by an earlier run, never guessed from files
     resumed = set()
     for name in names:
         if _registered(inv, name, states) is None:
@@ -154,25 +156,14 @@ def _not_yet_nodes(inv: Inventory, out: Path, names: list[str], states: dict[str
     return resumed
 
 
-def _own_ignition(inv: Inventory, out: Path) -> frozenset[str]:
-    from upi.renderdir import own_ignition
-    from upi.safefs import Tree
-
-    try:
-        tree = Tree.open(out)
-    except FileNotFoundError:
-        return frozenset()
-    with tree:
-        return own_ignition(inv, tree)
-
-
 def _publish_ignition(kube: Any, inv: Inventory, req: AddRequest, names: list[str], say: Say) -> None:
     """The cluster's worker ignition, checked, as each node's own file in DIR/http/ (pushed next)."""
     from upi.day2.cluster import SECRET_NAME, SECRET_NS, worker_ignition
-    from upi.facts.boot import OWN_IGNITION_DIR
+    from upi.facts.boot import own_ignition_path
+    from upi.ownignition import with_nodes
     from upi.push.sources import HTTP_DIR
     from upi.render import SECRET, RenderedFile
-    from upi.writer import write_tree
+    from upi.renderdir import transaction
 
     try:
         raw = worker_ignition(kube, inv.cluster.domain)
@@ -182,8 +173,10 @@ def _publish_ignition(kube: Any, inv: Inventory, req: AddRequest, names: list[st
     if req.dry_run:
         return
     # 0600 here, as `upi ignition` keeps its files; push publishes ignition 0644 by design.
-    files = [RenderedFile(f"{name}.ign", raw, SECRET) for name in names]
-    write_tree(req.out / HTTP_DIR / OWN_IGNITION_DIR, files, force=True)
+    files = [RenderedFile(f"{HTTP_DIR}/{own_ignition_path(name)}", raw, SECRET) for name in names]
+    # The files and the record naming their nodes in one commit of DIR (upi.ownignition).
+    with transaction(req.out) as txn:
+        txn.commit(None, own=with_nodes(txn.records.own, names), published=files)
 
 
 def _render_and_push(inv: Inventory, req: AddRequest, report: AddReport, say: Say) -> None:
@@ -259,7 +252,8 @@ def _gpu(kube: Any, inv: Inventory, req: AddRequest, report: AddReport, say: Say
     results = verify_gpu_nodes(kube, inv, gpu_nodes, clock, _Reporter(say, warn))
     for result in results:
         outcome = report.nodes[result.node]
-        outcome.gpu = "verified" if result.ok else result.problem
+        said = f"verified; DCGM {result.diagnosis}" if result.diagnosis else "verified"
+        outcome.gpu = said if result.ok else result.problem
         outcome.stage = "done" if result.ok else "gpu"
     bad = [r for r in results if not r.ok]
     if bad:

@@ -1,10 +1,15 @@
-"""The GPU step of `upi nodes add`: the new GPU nodes verified, nothing cluster-wide re-applied.
+"""The GPU step of `upi nodes add`: the new GPU nodes through the pool's steps, nothing cluster-wide applied.
 
-The operators (NFD, GPU Operator) and the ClusterPolicy are day 1's (`upi gpu`):
-here they are only read; a new DGX with `rdma:` has the NicClusterPolicy applied
-again to name it (upi.gpu.rdma.rdma_for_nodes). Each new `gpu: true` node is judged as `upi gpu`
-judges every one (upi.gpu.verify: labels, allocatable, one validation pod),
-and its verdict recorded on its Node for `upi status`.
+The operators (NFD, GPU Operator), the ClusterPolicy and the GPU pool with its
+tuning are day 1's (`upi gpu`): here they are only read. Each new `gpu: true`
+node goes through the same steps as on day 1 (upi.gpu.pool, docs/gpu.md): the
+pool's role label, the pool's rollout onto it (it reboots into the tuned
+config), the taint; then it is judged as `upi gpu` judges every one
+(upi.gpu.verify: labels, allocatable, one validation pod) and diagnosed with
+DCGM at the configured level (upi.gpu.dcgm), each verdict recorded on its Node
+for `upi status`. A new DGX with `rdma:` has the NicClusterPolicy
+applied again to name it, its NIC driver and nvidia-peermem waited for
+(upi.gpu.rdma.rdma_for_nodes).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from upi.errors import ClusterError
 from upi.gpu.kube import Kube
 from upi.gpu.objects import CLUSTER_POLICY
 from upi.gpu.rdma import rdma_for_nodes
-from upi.gpu.steps import Clock, GpuFailed, Reporter
+from upi.gpu.steps import Change, Clock, GpuFailed, Reporter
 from upi.gpu.verify import NodeResult, check_labels, record, run_validations
 from upi.inventory.gpu import settings
 from upi.inventory.model import Inventory
@@ -31,10 +36,14 @@ def verify_gpu_nodes(kube: Kube, inv: Inventory, names: Sequence[str], clock: Cl
     if policy is None:
         raise ClusterError(f"{', '.join(sorted(gpu_names))}: stage gpu: the cluster has no ClusterPolicy "
                            f"{CLUSTER_POLICY}: install the GPU stack once with `upi gpu` (docs/gpu.md)")
+    try:
+        join_pool(kube, inv, gpu_names, clock, reporter)
+    except GpuFailed as exc:
+        raise ClusterError(f"stage gpu pool: {exc.diagnosis.object}: {exc.diagnosis.problem}") from None
     try:  # GPUDirect RDMA for the new DGXs with rdma: (upi.gpu.rdma): their NIC driver, then peermem
         rdma_for_nodes(kube, inv, sorted(gpu_names), clock, reporter)
     except GpuFailed as exc:
-        raise ClusterError(f"stage gpu: {exc.diagnosis.object}: {exc.diagnosis.problem}") from None
+        raise ClusterError(f"stage gpu rdma: {exc.diagnosis.object}: {exc.diagnosis.problem}") from None
     results = list(check_labels(kube, inv, clock, gpu_names).values())
     ready = [r for r in results if not r.problem]
     if ready:
@@ -45,4 +54,51 @@ def verify_gpu_nodes(kube: Kube, inv: Inventory, names: Sequence[str], clock: Cl
     for result in results:
         record(kube, result)
         reporter.note(f"{result.node}: {'GPUs verified' if result.ok else result.problem}")
+    diagnose_new(kube, inv, results, clock, reporter)
     return results
+
+
+def join_pool(kube: Kube, inv: Inventory, names: frozenset[str], clock: Clock, reporter: Reporter) -> None:
+    """The new nodes into day 1's GPU pool: role label, the pool's rollout onto them, then the taint."""
+    from upi.gpu.pool import MCO, ROLE, label_nodes, taint_nodes, wait_rollout
+    from upi.inventory.gpupool import pool_settings
+
+    pool = pool_settings(inv).name
+    if kube.get(MCO, "MachineConfigPool", pool) is None:
+        raise ClusterError(f"{', '.join(sorted(names))}: stage gpu pool: the cluster has no "
+                           f"MachineConfigPool {pool}: set the GPU pool up once with `upi gpu` (docs/gpu.md)")
+    changes: list[Change] = []
+    label_nodes(kube, inv, changes, reporter, only=names)
+    # The pool's members now: day 1's DGX nodes and the new ones, whatever else the inventory lists.
+    members = {n["metadata"]["name"] for n in kube.find("v1", "Node", labels={ROLE + pool: ""})}
+    wait_rollout(kube, inv, clock, reporter, nodes=sorted(members | names))
+    taint_nodes(kube, inv, changes, reporter, only=names)
+
+
+def diagnose_new(kube: Kube, inv: Inventory, results: list[NodeResult], clock: Clock,
+                 reporter: Reporter) -> None:
+    """DCGM diagnostics at the configured level on the verified new nodes (not MIG); ClusterError on one."""
+    from upi.gpu.dcgm import diagnose, verdict
+    from upi.gpu.mig import mig_nodes
+    from upi.gpu.objects import GPU_PACKAGE
+
+    partitioned = {n.name for n in mig_nodes(inv)}
+    names = [r.node for r in results if r.ok and r.node not in partitioned]
+    if not names:
+        return
+    namespace = settings(inv).operator_namespace
+    sub = kube.get("operators.coreos.com/v1alpha1", "Subscription", GPU_PACKAGE, namespace) or {}
+    installed = (sub.get("status") or {}).get("installedCSV")
+    csv = kube.get("operators.coreos.com/v1alpha1", "ClusterServiceVersion", installed, namespace) \
+        if installed else None
+    if csv is None:
+        raise ClusterError(f"stage gpu diagnose: no installed GPU Operator CSV in {namespace}: "
+                           "install the GPU stack once with `upi gpu` (docs/gpu.md)")
+    try:
+        diags = diagnose(kube, inv, names, namespace, csv, clock, reporter)
+        for result in results:
+            if result.node in diags:
+                result.diagnosis = diags[result.node].summary()
+        verdict(diags)
+    except GpuFailed as exc:
+        raise ClusterError(f"stage gpu diagnose: {exc.diagnosis.object}: {exc.diagnosis.problem}") from None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from upi.gpu.kube import Kube
 from upi.gpu.objects import Obj
@@ -26,6 +27,11 @@ from upi.inventory.gpupool import pool_settings
 from upi.inventory.model import Inventory
 
 GPU = "nvidia.com/gpu"
+# On a Node: upi gpu's last DCGM verdict there, for upi status's `diagnosed` stage (docs/status.md):
+# `<UTC time of the first pass> level <n>`, or `failed level <n>: <what failed>`.
+DIAGNOSED = "upi.openshift.io/gpu-diagnosed"
+DIAGNOSED_MANAGER = "upi-gpu-diagnose"  # not `upi`: its server-side applies to the Node must not own it
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 DCGM_IMAGE = "dcgm-image"  # the GPU Operator CSV's relatedImages name of the DCGM image
 POD_LABEL = "upi.openshift.io/gpu-diagnose"
 # Roughly how long each level runs (DCGM user guide); said before a long run starts.
@@ -172,7 +178,42 @@ def diagnose(kube: Kube, inv: Inventory, nodes: list[str], namespace: str, gpu_c
             kube.delete("v1", "Pod", name, namespace)
     for diag in out.values():
         reporter.note(f"{diag.node}: DCGM {diag.summary()}")
+        record(kube, diag)
     return out
+
+
+def passed_at(value: object) -> tuple[str, int] | None:
+    """(time text, level) of a DIAGNOSED value that records a pass, else None."""
+    when, sep, level = str(value).partition(" level ")
+    try:
+        datetime.strptime(when, TIME_FORMAT)
+    except ValueError:
+        return None
+    return (when, int(level)) if sep and level.isdigit() else None
+
+
+def record(kube: Kube, diag: NodeDiag) -> None:
+    """Keep the node's DCGM verdict on its Node (an annotation: `oc describe node` shows it too).
+
+    A pass at the same level as the last one keeps the time of that first pass,
+    so a re-run that finds the same changes nothing; a failure replaces a pass.
+    """
+    node = kube.get("v1", "Node", diag.node)
+    if node is None:
+        return
+    current = (node.get("metadata", {}).get("annotations") or {}).get(DIAGNOSED)
+    ok = not diag.failed and not diag.problem
+    if ok:
+        kept = passed_at(current)
+        if kept is not None and kept[1] == diag.level:
+            return
+        value = f"{datetime.now(UTC).strftime(TIME_FORMAT)} level {diag.level}"
+    else:
+        value = f"failed level {diag.level}: {diag.summary()}"[:1000]
+        if value == current:
+            return
+    kube.merge_patch("v1", "Node", diag.node, None, {"metadata": {"annotations": {DIAGNOSED: value}}},
+                     manager=DIAGNOSED_MANAGER)
 
 
 def verdict(out: dict[str, NodeDiag]) -> None:

@@ -34,7 +34,7 @@ from upi.inventory.rdma import rdma_nodes
 
 OLM = "operators.coreos.com/v1alpha1"
 STAGES = ("pre-flight", "GPU pool", "NFD operator", "GPU operator", "operands", "Network Operator",
-          "ClusterPolicy ready", "verify nodes", "diagnose")
+          "ClusterPolicy ready", "verify nodes", "diagnose", "metrics")
 # Called with the inventory and the reporter before anything is changed (i13: Secure Boot via Redfish).
 BeforeInstall = Callable[[Inventory, Reporter], None]
 
@@ -203,10 +203,30 @@ def _run(
             "skipped (MIG)" if result.node in partitioned else "skipped")
     verdict(diags)
     reporter.stage("diagnose", "done")
+    _metrics(inv, kube, clock, reporter, report, partitioned, gpu.operator_namespace)
     reporter.note(
         "GPUs verified"
         + ("" if report.changed else "; no changes: the cluster already matched the inventory")
     )
+
+
+def _metrics(inv: Inventory, kube: Kube, clock: Clock, reporter: Reporter, report: GpuReport,
+             partitioned: set[str], namespace: str) -> None:
+    """With gpu_pool.metrics on: Prometheus has a utilisation series per GPU (upi.gpu.metrics)."""
+    from upi.gpu.metrics import prove_series
+    from upi.inventory.gpupool import pool_settings
+
+    reporter.stage("metrics", "started")
+    if not pool_settings(inv).metrics:
+        reporter.note("gpu_pool.metrics is false: the GPU metrics are not checked")
+        reporter.stage("metrics", "done")
+        return
+    gpus = {n.name: n.gpus for n in inv.nodes}
+    found = prove_series(kube, {r.node: gpus.get(r.node) for r in report.nodes if r.node not in partitioned},
+                         namespace, clock, report.changes, reporter)
+    for result in report.nodes:
+        result.metrics = found[result.node].summary() if result.node in found else "skipped (MIG)"
+    reporter.stage("metrics", "done")
 
 
 def plan(inv: Inventory, kube: Kube) -> list[str]:

@@ -55,6 +55,11 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("config.openshift.io/v1", "ImageDigestMirrorSet"): ("imagedigestmirrorsets", False),
     ("config.openshift.io/v1", "ImageTagMirrorSet"): ("imagetagmirrorsets", False),
     ("config.openshift.io/v1", "OperatorHub"): ("operatorhubs", False),
+    # The GPU metrics proof (upi.gpu.metrics): the querier's route, the ingress CA, a token for it.
+    ("route.openshift.io/v1", "Route"): ("routes", True),
+    ("v1", "ConfigMap"): ("configmaps", True),
+    ("v1", "ServiceAccount"): ("serviceaccounts", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("clusterrolebindings", False),
 }
 
 
@@ -164,6 +169,18 @@ class Kube:
         assert out is not None  # noqa: S101 - only missing_ok calls return None
         return out
 
+    def create_sub(self, api_version: str, kind: str, name: str, namespace: str | None, sub: str,
+                   body: Obj) -> Obj:
+        """POST to an object's subresource (a ServiceAccount's `token`: a TokenRequest); the answer."""
+        what = f"{sub} of {describe(api_version, kind, name, namespace)}"
+        out = self._call(
+            lambda: _plain_answer(self.api.request("POST", path(api_version, kind, namespace, name, sub),
+                                                   body=body)),
+            what,
+        )
+        assert out is not None  # noqa: S101 - only missing_ok calls return None
+        return out
+
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         """Delete an object; gone already is fine."""
         self._call(lambda: self.api.request("DELETE", path(api_version, kind, namespace, name)),
@@ -179,6 +196,13 @@ class Kube:
         except (ClusterError, httpx2.HTTPError, OSError):  # a diagnosis without its log is still one
             return []
         return raw.decode(errors="replace").splitlines()
+
+
+def _plain_answer(obj: Any) -> Obj:
+    """A subresource's answer: a JSON object (a TokenRequest has metadata, but need not)."""
+    if not isinstance(obj, dict):
+        raise TypeError("not a JSON object")
+    return obj
 
 
 def _plain(obj: Any) -> Obj:

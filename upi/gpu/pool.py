@@ -138,10 +138,11 @@ def _taint_of(node: Obj, taint: Taint) -> Obj | None:
                  if t.get("key") == taint.key and t.get("effect") == taint.effect), None)
 
 
-def label_nodes(kube: Kube, inv: Inventory, changes: list[Change], reporter: Reporter) -> None:
-    """Each GPU node gets the pool's role label (a merge patch: other labels stay as they are)."""
+def label_nodes(kube: Kube, inv: Inventory, changes: list[Change], reporter: Reporter,
+                only: frozenset[str] = frozenset()) -> None:
+    """Each GPU node (of `only`, when given) gets the pool's role label (a merge patch: other labels stay)."""
     label = role_label(pool_settings(inv))
-    for name in gpu_nodes(inv):
+    for name in (n for n in gpu_nodes(inv) if not only or n in only):
         node = kube.get("v1", "Node", name)
         if node is None:
             raise GpuFailed(Diagnosis("GPU pool", f"Node {name}",
@@ -155,13 +156,14 @@ def label_nodes(kube: Kube, inv: Inventory, changes: list[Change], reporter: Rep
         reporter.note(f"Node {name}: labelled {label}")
 
 
-def taint_nodes(kube: Kube, inv: Inventory, changes: list[Change], reporter: Reporter) -> None:
-    """Each GPU node carries the pool's taint; the node's other taints are kept."""
+def taint_nodes(kube: Kube, inv: Inventory, changes: list[Change], reporter: Reporter,
+                only: frozenset[str] = frozenset()) -> None:
+    """Each GPU node (of `only`, when given) carries the pool's taint; the node's other taints are kept."""
     taint = pool_taint(inv)
     if taint is None:
         return
     want = {"key": taint.key, "effect": taint.effect, **({"value": taint.value} if taint.value else {})}
-    for name in gpu_nodes(inv):
+    for name in (n for n in gpu_nodes(inv) if not only or n in only):
         node = kube.get("v1", "Node", name) or {}
         have = _taint_of(node, taint)
         if have is not None and have.get("value", "") == taint.value:
@@ -296,11 +298,15 @@ def _stuck(kube: Kube, ro: Rollout) -> Diagnosis:
                      fix=f"oc get mcp {ro.pool}; oc get nodes -l {ROLE}{ro.pool}: a node reboots for minutes")
 
 
-def wait_rollout(kube: Kube, inv: Inventory, clock: Clock, reporter: Reporter) -> Obj:
-    """Wait for every GPU node to run the pool's rendered config; Degraded is GpuFailed at once."""
+def wait_rollout(kube: Kube, inv: Inventory, clock: Clock, reporter: Reporter,
+                 nodes: list[str] | None = None) -> Obj:
+    """Wait for every GPU node (or `nodes`: the pool's members) to run the pool's rendered config.
+
+    A Degraded node is GpuFailed at once.
+    """
     pool = pool_settings(inv)
     kubelet = "" if pool.tuning.performance_profile is not None else kubelet_config(pool)["metadata"]["name"]
-    ro = Rollout(pool.name, gpu_nodes(inv), expected_sources(pool), kubelet)
+    ro = Rollout(pool.name, gpu_nodes(inv) if nodes is None else nodes, expected_sources(pool), kubelet)
     mcp = clock.wait_for(lambda: _rolled_out(kube, ro, reporter), lambda: _stuck(kube, ro))
     rendered = mcp["status"]["configuration"]["name"]
     reporter.note(f"MachineConfigPool {pool.name}: {len(ro.nodes)} node(s) on {rendered}")

@@ -41,6 +41,7 @@ class NodeResult:
     validation: str = "not run"
     seconds: float = 0.0
     diagnosis: str = ""  # the DCGM diagnostics' verdict (upi.gpu.dcgm), per GPU when one fails
+    metrics: str = ""  # GPUs with a utilisation series in the cluster's Prometheus (upi.gpu.metrics)
     problem: str = ""
     log: tuple[str, ...] = ()
 

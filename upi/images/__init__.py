@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,39 @@ from upi.images.stream import Stream, read_stream
 from upi.installer import Installer, locate, version_warnings
 from upi.inventory import load_inventory
 
-__all__ = ["ImagesResult", "Staged", "Stream", "images", "iso_in", "signed_loaders", "wanted_images"]
+__all__ = ["ImagesResult", "Staged", "Stream", "images", "iso_in", "request_loaders", "signed_loaders",
+           "wanted_images"]
+
+
+def request_loaders(inventory: Path, out: Path, src: str | None, *, shim: Path | None = None,
+                    grub: Path | None = None, iso: Path | None = None, installer: Path | None = None,
+                    say: Callable[[str], None] = lambda _m: None) -> dict[str, dict[str, Any]]:
+    """`upi images`' options checked, and the signed loaders they ask for staged; their records ({}: none).
+
+    The inventory is read first (a broken one is named before any option).
+    Then: something to stage; --iso or --shim/--grub, not both; --shim and
+    --grub as a pair. Without either, the installer's live ISO found in the
+    directory SRC is used for Secure Boot nodes (`say` tells which).
+    """
+    from upi.errors import UsageError
+
+    load_inventory(inventory, check_files=False)
+    if src is None and shim is None and grub is None and iso is None:
+        raise UsageError("--from: name the RHCOS files to stage (--from SRC), or the signed "
+                         "loaders (--iso, or --shim and --grub), or both")
+    if iso is not None and (shim or grub):
+        raise UsageError("--iso: take shim and GRUB from the ISO, or pass --shim and --grub, not both")
+    if (shim is None) != (grub is None):
+        raise UsageError(f"--{'grub' if shim else 'shim'}: shim and GRUB are staged as a pair "
+                         "(shim checks GRUB against its vendor's key): pass --shim and --grub")
+    if iso is None and shim is None and src is not None:
+        iso = iso_in(src, inventory, installer)  # Secure Boot nodes: the ISO beside the files
+        if iso is not None:
+            say(f"{iso}: the live ISO of the installer's RHCOS; its signed shim and GRUB "
+                "are staged for the Secure Boot nodes")
+    if iso is None and shim is None:
+        return {}
+    return signed_loaders(inventory, out, shim=shim, grub=grub, iso=iso, installer=installer)
 
 
 def iso_in(src: str, inventory: Path, installer: Path | None = None) -> Path | None:

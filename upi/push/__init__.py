@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from upi.inventory.model import Inventory
 from upi.push.apply import apply
 from upi.push.model import TARGETS, FileStatus, PushError, PushResult, Step, TargetName, TargetPlan
-from upi.push.sources import plans_for, read_render_dir
+from upi.push.sources import owned_roots, plans_for, read_render_dir
 from upi.remote import Transport, open_host
 from upi.render import RenderedFile
 
@@ -22,7 +23,8 @@ def push(inv: Inventory, out: Path, *, only: TargetName | None = None,
          dry_run: bool = False) -> PushResult:
     """Push a render dir (checked against its manifest.json) to the inventory's hosts."""
     files, http = read_render_dir(inv, out)
-    plans = plans_for(inv, files, only, http)
+    # The whole render: a file upi placed earlier that it no longer has is removed (upi.push.owned).
+    plans = [replace(plan, prune=owned_roots(inv, plan.name)) for plan in plans_for(inv, files, only, http)]
     return apply(plans, lambda plan: _connect(inv, plan), dry_run=dry_run)
 
 

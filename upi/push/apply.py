@@ -14,9 +14,11 @@ from collections.abc import Callable
 
 from upi.errors import UpiError
 from upi.push.model import VALIDATED, FileStatus, Item, PushError, PushResult, Status, Step, TargetPlan
+from upi.push.owned import Ledger, Stale, dump, find_stale, read_ledgers, removable, roots_of, updated, write
 from upi.remote import Transport
 
 Connect = Callable[[TargetPlan], Transport]
+REMOVE = "remove files upi placed that the render no longer has"
 
 
 def _output(res_out: str, res_err: str) -> str:
@@ -179,19 +181,22 @@ def discard(t: Transport, items: list[Item]) -> None:
 
 
 def commit(t: Transport, plan: TargetPlan, changed: list[tuple[Item, FileStatus]],
-           result: PushResult) -> None:
-    """Keep one backup, rename into place, relabel under SELinux, reload if a config changed.
+           result: PushResult, gone: list[Stale] | None = None) -> None:
+    """Keep one backup, rename into place, remove upi's stale files, relabel, reload if a config changed.
 
     If a backup or a rename fails, the files this target already replaced are
     put back (from their kept copies) and the rest of its staged copies
-    removed: the host is left as it was.
+    removed: the host is left as it was, the stale files included.
     """
     _replace_all(t, changed)
+    if gone:
+        argv = ["rm", "-f", "--", *(s.dest for s in gone)]
+        result.steps.append(Step(plan.name, t.name, REMOVE, argv, _check(t, argv, "removing stale files")))
     dests = [item.dest for item, _ in changed]
-    if t.run(["selinuxenabled"]).returncode == 0:
+    if dests and t.run(["selinuxenabled"]).returncode == 0:
         argv = ["restorecon", "--", *dests]
         result.steps.append(Step(plan.name, t.name, "SELinux labels", argv, _check(t, argv, "restorecon")))
-    if any(item.kind in VALIDATED for item, _ in changed):
+    if any(item.kind in VALIDATED for item, _ in changed) or any(s.kind in VALIDATED for s in gone or []):
         res = t.run(plan.reload)
         result.steps.append(Step(plan.name, t.name, "reload", plan.reload, res.returncode))
         if res.returncode != 0:
@@ -235,14 +240,17 @@ def _put_back(t: Transport, done: list[tuple[Item, bool]]) -> None:
                 t.run(["rm", "-f", "--", item.dest])
 
 
-def planned_steps(plan: TargetPlan, host: str, changed: list[tuple[Item, FileStatus]]) -> list[Step]:
+def planned_steps(plan: TargetPlan, host: str, changed: list[tuple[Item, FileStatus]],
+                  gone: list[Stale] | None = None) -> list[Step]:
     """The commands a real run would add (for --dry-run)."""
     steps = [Step(plan.name, host, f"validate {i.source}", argv)
              for i, _ in changed if (argv := validation(i))]
+    if gone:
+        steps.append(Step(plan.name, host, REMOVE, ["rm", "-f", "--", *(s.dest for s in gone)]))
     if changed:
         steps.append(Step(plan.name, host, "SELinux labels (if enabled)",
                           ["restorecon", "--", *(i.dest for i, _ in changed)]))
-    if any(i.kind in VALIDATED for i, _ in changed):
+    if any(i.kind in VALIDATED for i, _ in changed) or any(s.kind in VALIDATED for s in gone or []):
         steps.append(Step(plan.name, host, "reload", plan.reload))
     return steps
 
@@ -260,10 +268,16 @@ def verify_images(plans: list[TargetPlan]) -> None:
 
 
 def apply(plans: list[TargetPlan], connect: Connect, *, dry_run: bool = False) -> PushResult:
-    """Push every plan; with `dry_run`, only compare and report what would run."""
+    """Push every plan; with `dry_run`, only compare and report what would run.
+
+    Each plan's ledgers (upi.push.owned) are read with the comparison; a
+    plan with `prune` roots removes the files recorded there that it no
+    longer has, once its new files are in place.
+    """
     verify_images(plans)
     result = PushResult(dry_run)
     opened: list[tuple[TargetPlan, Transport, list[tuple[Item, FileStatus]]]] = []
+    books: list[tuple[list[Ledger], list[Stale]]] = []
     try:
         for plan in plans:
             t = connect(plan)
@@ -271,14 +285,20 @@ def apply(plans: list[TargetPlan], connect: Connect, *, dry_run: bool = False) -
             found = compare(t, plan)
             result.files += [s for _, s in found]
             opened[-1][2].extend(pair for pair in found if pair[1].status != "unchanged")
+            ledgers = read_ledgers(t, plan.domain, sorted(set(roots_of(plan.items)) | set(plan.prune))
+                                   ) if plan.domain else []
+            stale = stale_files(t, plan, ledgers)
+            books.append((ledgers, stale))
+            result.files += [s.status(plan.name, t.name) for s in stale if s.action != "gone"]
         if dry_run:
-            for plan, t, changed in opened:
-                result.steps += planned_steps(plan, t.name, changed)
+            for (plan, t, changed), (_, stale) in zip(opened, books, strict=True):
+                result.steps += planned_steps(plan, t.name, changed, removable(stale))
             return result
         _stage_and_validate(opened, result)
-        for plan, t, changed in opened:
-            if changed:
-                commit(t, plan, changed, result)
+        for (plan, t, changed), (ledgers, stale) in zip(opened, books, strict=True):
+            if changed or removable(stale):
+                commit(t, plan, changed, result, removable(stale))
+            record(t, plan, ledgers, stale, result)
         return result
     finally:
         for _, t, _ in opened:
@@ -300,3 +320,31 @@ def _stage_and_validate(opened: list[tuple[TargetPlan, Transport, list[tuple[Ite
             with contextlib.suppress(UpiError, OSError):  # keep the first error, not the cleanup's
                 discard(t, items)
         raise
+
+
+def stale_files(t: Transport, plan: TargetPlan, ledgers: list[Ledger]) -> list[Stale]:
+    """The files recorded in the plan's prune roots that it no longer places, each with what to do."""
+    dests = {item.dest for item in plan.items}
+    prune = set(plan.prune)
+    candidates = [(lg, rel) for lg in ledgers if lg.root in prune
+                  for rel in sorted(lg.found) if lg.dest(rel) not in dests]
+    # Every directory between a root and a candidate must be a real one: `rm` would follow a link there.
+    between = {d for lg, rel in candidates for d in _ancestors(posixpath.dirname(lg.dest(rel)))
+               if len(d) > len(lg.root.rstrip("/"))}
+    dirs = _stat(t, sorted(between))
+    linked = {d for d, raw in dirs.items() if not stat.S_ISDIR(raw)}
+    modes = _stat(t, [lg.dest(rel) for lg, rel in candidates])
+    digests = _digests(t, [p for p, raw in modes.items() if stat.S_ISREG(raw)])
+    return find_stale(candidates, modes, digests, linked)
+
+
+def record(t: Transport, plan: TargetPlan, ledgers: list[Ledger], stale: list[Stale],
+           result: PushResult) -> None:
+    """Write each ledger whose entries this push changed (the files placed, minus those gone)."""
+    by_root = roots_of(plan.items)
+    for lg in ledgers:
+        prune = {s.rel for s in stale if s.ledger is lg and s.action != "keep"}
+        entries = updated(lg, by_root.get(lg.root, []), prune=prune)
+        if entries != lg.found:
+            argv = write(t, lg, dump(plan.domain, entries))
+            result.steps.append(Step(plan.name, t.name, "record the files upi placed", argv, 0))

@@ -16,7 +16,8 @@ from upi.safefs import shown
 
 Kind = Literal["dnsmasq", "tftp", "http", "haproxy"]
 TargetName = Literal["provisioner", "load_balancer"]
-Status = Literal["new", "changed", "unchanged"]
+# removed: upi's own file the render no longer has; kept: one it left in place (note says why).
+Status = Literal["new", "changed", "unchanged", "removed", "kept"]
 TARGETS: tuple[TargetName, ...] = ("provisioner", "load_balancer")
 # Service configs are checked by their own program before they replace anything.
 VALIDATED: tuple[Kind, ...] = ("dnsmasq", "haproxy")
@@ -134,6 +135,8 @@ class TargetPlan:
     name: TargetName
     items: list[Item]
     reload: list[str]
+    domain: str = ""  # the cluster's: names upi's ledger of the files it placed (upi.push.owned)
+    prune: tuple[str, ...] = ()  # roots where a recorded file the render no longer has is removed
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,7 @@ class FileStatus:
     source: str
     dest: str
     status: Status
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -168,7 +172,7 @@ class PushResult:
 
     @property
     def changed(self) -> list[FileStatus]:
-        """Files that were (or would be) uploaded."""
+        """Files that were (or would be) uploaded or removed, or were left in place though stale."""
         return [f for f in self.files if f.status != "unchanged"]
 
     def to_json(self) -> dict[str, Any]:

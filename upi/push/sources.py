@@ -12,6 +12,8 @@ from typing import Any
 
 from upi.errors import UpiError, UsageError
 from upi.inventory.model import Inventory
+from upi.ownignition import own_nodes
+from upi.ownignition import read_record as read_own
 from upi.push.model import Item, LocalFile, TargetName, TargetPlan
 from upi.remote import host_access
 from upi.render import MANIFEST, PUBLIC, RenderedFile
@@ -73,8 +75,17 @@ def plans_for(inv: Inventory, files: list[RenderedFile], only: TargetName | None
     for name, items in grouped.items():
         ssh, _ = host_access(inv, name)
         reload = list(ssh.reload_command) if ssh.reload_command else DEFAULT_RELOAD[name]
-        plans.append(TargetPlan(name, items, reload))
+        plans.append(TargetPlan(name, items, reload, inv.cluster.domain))
     return plans
+
+
+def owned_roots(inv: Inventory, name: TargetName) -> tuple[str, ...]:
+    """The roots of a target whose files can go stale (upi.push.owned.TRACKED): a full push prunes them."""
+    if name != "provisioner":
+        return ()
+    prov = inv.provisioner
+    return tuple(dict.fromkeys(posixpath.normpath(r) for r in (prov.dnsmasq_dir, prov.tftp_root,
+                                                                prov.http_root)))
 
 
 def _manifest(tree: Tree, out: Path, inv: Inventory) -> dict[str, Any]:
@@ -238,12 +249,42 @@ def read_render_dir(inv: Inventory, out: Path) -> tuple[list[RenderedFile], list
                                  "`upi render`?): run `upi render` again")
             files.append(rendered)
         images = manifest_images(doc)
-        http = _http_tree(tree, out, images)
+        own = own_nodes(inv, read_own(tree))
+        http = [(rel, local) for rel, local in _http_tree(tree, out, images)
+                if not _unrecorded_own_ignition(own, rel)]
         published = {rel for rel, _ in http}
+        _own_published(out, own, published)
         gone = sorted(p for p in images if p.startswith(f"{HTTP_DIR}/") and p not in published)
         if gone:  # as _tftp_images refuses a missing tftp/ one
             raise UsageError(_unstaged(out, gone[0]))
         return files, http + _tftp_images(tree, out, images)
+
+
+def _unrecorded_own_ignition(own: frozenset[str], rel: str) -> bool:
+    """Whether `rel` is a node's own ignition file (http/ignition/nodes/) that is not published.
+
+    Only the inventory's workers `upi nodes add` recorded (upi.ownignition)
+    have theirs published: a file copied in by hand is not, and a node taken
+    out of the inventory has its file removed from the HTTP server by the
+    push (upi.push.owned), though it stays in DIR.
+    """
+    from upi.facts.boot import OWN_IGNITION_DIR
+
+    head, _, name = rel.removeprefix(f"{HTTP_DIR}/").rpartition("/")
+    return head == OWN_IGNITION_DIR and name.removesuffix(".ign") not in own
+
+
+def _own_published(out: Path, own: frozenset[str], published: set[str]) -> None:
+    """Each recorded node's own ignition is there to publish: its PXE file names it (UsageError otherwise)."""
+    from upi.facts.boot import own_ignition_path
+
+    for name in sorted(own):
+        rel = f"{HTTP_DIR}/{own_ignition_path(name)}"
+        if rel not in published:
+            raise UsageError(
+                f"{shown(out / rel)} is missing (or not a regular file), but own-ignition.json records "
+                f"that {name} boots it: nothing was pushed. Run `upi nodes add INVENTORY {name} -o "
+                f"{shown(out)}` again: it fetches the ignition the cluster serves now")
 
 
 def _unstaged(out: Path, path: str) -> str:

@@ -61,8 +61,11 @@ def _csr_node(obj: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def cluster_from(inv: Inventory, csrs: list[Any], nodes: list[Any]) -> Cluster:
-    """What the CSR and Node lists say about the inventory's nodes (shapes not expected are skipped)."""
+def cluster_from(inv: Inventory, csrs: list[Any], nodes: list[Any], pool: Any = None) -> Cluster:
+    """What the CSR and Node lists say about the inventory's nodes (shapes not expected are skipped).
+
+    `pool`: the GPU pool's MachineConfigPool (None: not there, or not read).
+    """
     ours = {n.name: n for n in inv.nodes}
     client: dict[str, datetime | None] = {}
     serving: dict[str, datetime | None] = {}
@@ -87,7 +90,10 @@ def cluster_from(inv: Inventory, csrs: list[Any], nodes: list[Any]) -> Cluster:
                 ready[name] = parse_time(cond.get("lastTransitionTime"))
         if ours[name].gpu and (verified := _gpu_verified(obj, ours[name].gpus, name in ready)):
             gpu[name] = verified[0]
-    return Cluster(client, serving, ready, gpu)
+    from upi.status.pool import pool_stages
+
+    tuned, diagnosed, notes = pool_stages(inv, [_dict(o) for o in nodes], pool)
+    return Cluster(client, serving, ready, gpu, tuned, diagnosed, notes)
 
 
 def _gpu_verified(obj: dict[str, Any], gpus: int | None, ready: bool) -> tuple[datetime | None] | None:
@@ -122,6 +128,7 @@ def read_cluster(inv: Inventory, kubeconfig: Path | None, *,
     conn = connect(kubeconfig, timeout=timeout)
     found: dict[str, list[Any]] = {}
     problems: list[str] = []
+    pool: Any = None
     try:
         api = Api(conn.http)
         for url in (CSR_URL, NODE_URL):
@@ -129,6 +136,11 @@ def read_cluster(inv: Inventory, kubeconfig: Path | None, *,
                 found[url] = api.list(url)[1]
             except UpiError as exc:
                 problems.append(str(exc))
+        if any(n.gpu for n in inv.nodes):
+            from upi.status.pool import read_pool
+
+            pool = read_pool(api, inv, problems)
     finally:
         conn.close()
-    return cluster_from(inv, found.get(CSR_URL, []), found.get(NODE_URL, [])), list(dict.fromkeys(problems))
+    return (cluster_from(inv, found.get(CSR_URL, []), found.get(NODE_URL, []), pool),
+            list(dict.fromkeys(problems)))

@@ -197,6 +197,7 @@ def _sizes(inv: Inventory, src: Sources) -> dict[str, int]:
     places: list[Path] = []
     if src.out is not None:
         places += sorted((src.out / "http" / "ignition").glob("*.ign"))
+        places += _own_copies(inv, src.out)
         image = inv.rhcos.rootfs if inv.live_rootfs else inv.rhcos.image
         if image and "://" not in image and http_files(inv):
             places.append(src.out / "http" / image.lstrip("/"))
@@ -211,6 +212,22 @@ def _sizes(inv: Inventory, src: Sources) -> dict[str, int]:
         if stat.S_ISREG(st.st_mode):
             sizes.setdefault(path.name, st.st_size)
     return sizes
+
+
+def _own_copies(inv: Inventory, out: Path) -> list[Path]:
+    """The own ignition files of the nodes DIR/own-ignition.json records (upi nodes add), never others.
+
+    A file copied into http/ignition/nodes/ by hand is not published (upi
+    push), so its size says nothing about what the nodes fetch.
+    """
+    from upi.facts.boot import own_ignition_path
+    from upi.ownignition import load_record, own_nodes
+
+    try:
+        own = own_nodes(inv, load_record(out))
+    except UpiError:
+        return []  # a damaged record: sizes stay unknown, as without a render dir
+    return [out / "http" / own_ignition_path(name) for name in sorted(own)]
 
 
 def snapshot(inv: Inventory, src: Sources, *, threshold: float, provisioner: Transport | None = None,

@@ -47,7 +47,8 @@ from upi.status.logs import Event
 STAGES: tuple[tuple[str, str], ...] = (
     ("dhcp", "DHCP"), ("pxe", "PXE file"), ("kernel", "kernel+initrd"), ("rootfs", "rootfs"),
     ("ignition", "ignition"), ("image", "metal image"), ("installed", "installed"),
-    ("client_csr", "client CSR"), ("serving_csr", "serving CSR"), ("ready", "Ready"), ("gpu", "GPU"),
+    ("client_csr", "client CSR"), ("serving_csr", "serving CSR"), ("ready", "Ready"), ("tuned", "tuned"),
+    ("gpu", "GPU"), ("diagnosed", "diagnosed"),
 )
 STAGE_NAMES = dict(STAGES)
 # What to look at when a node has been stuck before a stage (the next one it lacks).
@@ -70,7 +71,11 @@ CAUSES: dict[str, tuple[str, ...]] = {
                    "(22623) through the load balancer (upi check lb)?",),
     "serving_csr": ("client CSR not approved yet: upi approve-csr",),
     "ready": ("serving CSR not approved yet (upi approve-csr), or the node's network is not up",),
+    "tuned": ("not running the GPU pool's rendered config yet: upi gpu puts it in the pool, whose "
+              "rollout reboots one node at a time (oc get mcp; the node's "
+              "machineconfiguration.openshift.io/state annotation)",),
     "gpu": ("GPUs not verified: upi gpu",),
+    "diagnosed": ("no passing DCGM diagnosis recorded: upi gpu runs it after verifying the GPUs",),
 }
 IGNITION_404 = "its ignition file was not found on the HTTP server (HTTP 404): run upi push"
 IGNITION_403 = ("the HTTP server refused its ignition file (HTTP 403): the server may not read it "
@@ -126,6 +131,9 @@ class Cluster:
     serving_csr: Mapping[str, datetime | None] = field(default_factory=dict)
     ready: Mapping[str, datetime | None] = field(default_factory=dict)
     gpu: Mapping[str, datetime | None] = field(default_factory=dict)
+    tuned: Mapping[str, datetime | None] = field(default_factory=dict)  # on the GPU pool's rendered config
+    diagnosed: Mapping[str, datetime | None] = field(default_factory=dict)  # last DCGM diagnosis passed
+    notes: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # node -> (stage, note)
 
 
 def applicable_stages(inv: Inventory, node: Node) -> tuple[str, ...]:
@@ -136,10 +144,20 @@ def applicable_stages(inv: Inventory, node: Node) -> tuple[str, ...]:
     """
     skip = {"image"} if inv.live_rootfs else {"rootfs"}
     if not node.gpu:
-        skip.add("gpu")
+        skip |= {"tuned", "gpu", "diagnosed"}
+    elif not diagnosed_here(inv, node):
+        skip.add("diagnosed")
     if node.role is Role.bootstrap:
         skip |= {"client_csr", "serving_csr", "ready"}
     return tuple(key for key, _ in STAGES if key not in skip)
+
+
+def diagnosed_here(inv: Inventory, node: Node) -> bool:
+    """Whether upi gpu diagnoses the node: a diagnosis level is set and its GPUs are not in MIG mode."""
+    from upi.inventory.gpupool import pool_settings
+
+    mig = bool(node.mig_config) and node.mig_config != "all-disabled"
+    return pool_settings(inv).diagnosis_level > 0 and not mig
 
 
 def keep_first(stages: dict[str, datetime | None], key: str, when: datetime | None) -> None:
@@ -184,9 +202,11 @@ def build_rows(inv: Inventory, events: Iterable[Event], *, installed: Mapping[st
     for name, row in rows.items():
         for key, source in (("installed", installed), ("client_csr", cluster.client_csr),
                             ("serving_csr", cluster.serving_csr), ("ready", cluster.ready),
-                            ("gpu", cluster.gpu)):
-            if name in source:
+                            ("tuned", cluster.tuned), ("gpu", cluster.gpu), ("diagnosed", cluster.diagnosed)):
+            if name in source and key in row.applicable:
                 keep_first(row.stages, key, source[name])
+        for stage, text in cluster.notes.get(name, ()):
+            row.note(stage, text)
         _place(row, now, threshold, earliest, ignition_age)
     return list(rows.values()), sorted(strangers.values(), key=lambda s: (s.first, s.value))
 
@@ -324,7 +344,10 @@ def _place(row: Row, now: datetime, threshold: float, earliest: datetime | None,
         row.current, row.since = "waiting", None
     if row.done:
         return
-    start = row.since or (earliest if not reached else None)
+    # A stage reached at a time no source keeps (tuned): the node has been there at least since
+    # the last stage whose time is known.
+    known = [when for key in reached if (when := row.stages[key]) is not None]
+    start = row.since or (max(known) if known else None) or (earliest if not reached else None)
     if start is None or (now - start).total_seconds() <= threshold:
         return
     row.stuck = True
