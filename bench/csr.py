@@ -1,4 +1,4 @@
-"""approve-csr latency against the fake API server (tests/fake_kube.py).
+"""approve-csr latency against the fake API server (tests/fake_apiserver.py).
 
 watch: 500 CSRs created over time; latency from creation to Approved (goal p99 < 1 s).
 once:  1,000 pending CSRs, one `--once` pass (goal < 10 s).
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from csr_cases import client, serving  # noqa: E402
-from fake_kube import FakeKube  # noqa: E402
+from fake_apiserver import FakeApiServer  # noqa: E402
 
 from upi.csr.client import Approver, run_once  # noqa: E402
 from upi.csr.connect import connect  # noqa: E402
@@ -63,7 +63,7 @@ def pct(values: list[float], q: float) -> float:
 
 def bench_watch(count: int, workdir: Path) -> None:
     ids = identities()
-    fake = FakeKube(workdir / "watch").start()
+    fake = FakeApiServer(workdir / "watch").start()
     conn = connect(fake.kubeconfig)
     stop = threading.Event()
     thread = threading.Thread(target=Approver(conn, ids).watch, args=(stop,), daemon=True)
@@ -90,7 +90,7 @@ def bench_watch(count: int, workdir: Path) -> None:
 def bench_once(count: int, workdir: Path) -> None:
     ids = identities()
     assert count <= NODES + PENDING_MARGIN
-    fake = FakeKube(workdir / "once").start()
+    fake = FakeApiServer(workdir / "once").start()
     for spec in specs(count, ids):
         fake.add_csr(spec.name, spec.pem, **spec.kwargs())
     conn = connect(fake.kubeconfig)

@@ -24,7 +24,7 @@ then in one run:
    simulated 10-minute install of the 128 nodes: between two looks, the
    lines the install writes in those 15 s are appended (each node's DHCP
    exchange, TFTP files, rootfs and ignition GETs, at its time) plus 64 KiB
-   of other traffic per log, and a fake API server (tests/fake_kube.py)
+   of other traffic per log, and a fake API server (tests/fake_apiserver.py)
    gains the Nodes that joined; the 40 looks run back to back, their CPU
    seconds summed and divided by the 600 s they stand for (the reader
    sleeps in between). Goal: under 2% of one core.
@@ -238,7 +238,7 @@ def simulated_wait(work: Path, now: datetime) -> bool:
     """40 looks standing for 10 minutes of an install; their CPU against 600 s of one core."""
     import random
 
-    from fake_kube import FakeKube
+    from fake_apiserver import FakeApiServer
 
     from upi.inventory import load_inventory
     from upi.status.look import Looker, sources
@@ -250,7 +250,7 @@ def simulated_wait(work: Path, now: datetime) -> bool:
     inv_path = work / "wait.yaml"
     inv_path.write_text(logs.inventory(str(dns), str(acc)))
     inv = load_inventory(inv_path, check_files=False)
-    fake = FakeKube(work / "assets").start()
+    fake = FakeApiServer(work / "assets").start()
     rng = random.Random(7)
     # Each node's moments: PXE in the first 5 minutes, rootfs 40 s later, ignition 30 s after, Ready 3 min on.
     plan = []

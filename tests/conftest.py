@@ -88,10 +88,10 @@ def runner() -> CliRunner:
 
 @pytest.fixture
 def kube(tmp_path: Path):
-    """The FAKE Kubernetes API server (tests/fake_kube.py) on a loopback port, stopped after the test."""
-    from fake_kube import FakeKube
+    """The FAKE Kubernetes API server (tests/fake_apiserver.py) on a loopback port, stopped after the test."""
+    from fake_apiserver import FakeApiServer
 
-    server = FakeKube(tmp_path / "kube").start()
+    server = FakeApiServer(tmp_path / "kube").start()
     yield server
     server.stop()
 

@@ -1,14 +1,43 @@
-"""A FAKE generic Kubernetes API server: any resource kind, the real REST protocol.
+"""The FAKE Kubernetes API server of every test: any resource kind, the real REST protocol.
 
-No kube-apiserver runs here, so this speaks what lightkube and kubectl use,
-as the real server does: TLS with client certificates (the same kubeconfig
-shape as tests/fake_kube.py), the real URL paths for core and group
-resources, cluster-scoped and namespaced kinds, get/list (label selectors)/
-watch (chunked JSON events)/create/replace/delete, merge patch, server-side
+No kube-apiserver can run here (reference csr.md), so this speaks what upi's
+clients, lightkube and kubectl use, as the real server does: TLS with a
+self-made CA, client-certificate authentication from a kubeconfig shaped like
+the one openshift-install writes (auth/kubeconfig, tests/kube_tls.py) or a
+bearer token from `user_tokens` or `tokens` (kube-apiserver's token authenticators,
+"Authorization: Bearer <token>", docs: Authenticating), anything else a 401;
+legacy discovery of every served kind and Table output for `kubectl get`
+(tests/kube_wire.py); the real URL paths for core and group resources,
+cluster-scoped and namespaced kinds, get/list (label selectors)/watch
+(chunked JSON events)/create/replace/delete, merge patch, server-side
 apply (PATCH application/apply-patch+yaml with fieldManager: fields owned per
 manager, 409 on a conflict with another manager unless force, a no-op apply
 leaves resourceVersion alone), the /status subresource (writes to the main
-resource leave status untouched, and the other way round), pod logs.
+resource leave status untouched, and the other way round), pod logs, list
+field selectors (spec.nodeName, metadata.name/namespace, status.phase: the
+fields pkg/registry/core/pod/strategy.go PodToSelectableFields offers).
+
+CertificateSigningRequests (certificates.k8s.io/v1, cluster-scoped): the
+/approval subresource replaces status.conditions only, answers 409 Conflict
+when the body's resourceVersion is not the current one (none at all is an
+unconditional update, as for every CSR write) and 422 for duplicate
+or conflicting conditions (pkg/apis/certificates/validation), and takes the
+protobuf body kubectl sends (tests/kube_proto.py). Tests add CSRs and Nodes
+in-process (add_csr, add_node) and see what was approved (approved,
+approval_order, approval_puts).
+
+An installed cluster for day 2: ClusterVersion `version` with
+status.conditions[type=Available] (OpenShift docs, "ClusterVersion
+[config.openshift.io/v1]", `oc get clusterversion`'s AVAILABLE column),
+Secrets with base64 `data` (Kubernetes API reference, Secret v1 core).
+Draining a node (kubernetes.io docs, "API-initiated Eviction" and "Safely
+Drain a Node"; pkg/registry/core/pod/storage/eviction.go): POST
+.../pods/<name>/eviction with a policy/v1 Eviction answers 429
+TooManyRequests while a PodDisruptionBudget whose selector matches the pod
+allows no disruption, 500 when more than one matches, else takes one from the
+budget's status.disruptionsAllowed and deletes the pod (201); a pod that
+Succeeded or Failed goes without asking the budget. Nodes take merge PATCH
+(spec.unschedulable, as `kubectl cordon`) and DELETE.
 
 Every object written to a kind that has a CRD in tests/data/ is
 validated against the real schema first (tests/kube_schema.py): an unknown
@@ -24,10 +53,16 @@ real server answers for a resource it does not know.
 
 Controllers (tests/fake_gpu.py) act on the store in-process through
 `get`/`put`/`set_status`, and are called after every write.
+
+Misbehaviour on demand (hostile tests): `tamper(method, path)` returns raw
+bytes to send instead of the real answer, `add_raw_event` sends a line as-is
+to every watch, `drop_watches` ends every stream as a server restart does,
+`conflicts_to_inject` makes the next approvals meet another writer.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime as dt
 import json
@@ -35,7 +70,7 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -43,10 +78,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
-from fake_kube import Tamper, send_tampered, status
 from kube_core import core_errors
+from kube_proto import decode_csr_approval
 from kube_schema import has_schema, schema_errors
 from kube_tls import serve_tls
+from kube_wire import TABLE_ACCEPT, Tamper, discovery, send_tampered, status, table
 
 Obj = dict[str, Any]
 
@@ -61,6 +97,7 @@ class Kind:
     plural: str
     namespaced: bool
     status_subresource: bool = True
+    short_names: tuple[str, ...] = ()  # what discovery lists, so `kubectl get csr` resolves
 
     @property
     def api_version(self) -> str:
@@ -72,10 +109,13 @@ class Kind:
 
 
 KINDS = [
-    Kind("", "v1", "Namespace", "namespaces", False),
-    Kind("", "v1", "Node", "nodes", False),
-    Kind("", "v1", "Pod", "pods", True),
+    Kind("", "v1", "Namespace", "namespaces", False, short_names=("ns",)),
+    Kind("", "v1", "Node", "nodes", False, short_names=("no",)),
+    Kind("", "v1", "Pod", "pods", True, short_names=("po",)),
     Kind("", "v1", "Secret", "secrets", True, False),
+    Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, short_names=("pdb",)),
+    Kind("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", False,
+         short_names=("csr",)),
     Kind("apps", "v1", "DaemonSet", "daemonsets", True),
     Kind("config.openshift.io", "v1", "ClusterVersion", "clusterversions", False),
     Kind("imageregistry.operator.openshift.io", "v1", "Config", "configs", False),
@@ -138,6 +178,15 @@ def _merge(base: Any, patch: Any) -> Any:
     return out
 
 
+def _strategic_only(patch: Any) -> bool:
+    """Whether a strategic merge patch holds a list or a $-directive (where it is no JSON merge patch)."""
+    if isinstance(patch, list):
+        return True
+    if isinstance(patch, dict):
+        return any(str(key).startswith("$") or _strategic_only(val) for key, val in patch.items())
+    return False
+
+
 def _remove(obj: Obj, path: tuple[str, ...]) -> None:
     node: Any = obj
     for part in path[:-1]:
@@ -163,6 +212,45 @@ def _selects(selector: str, labels: dict[str, str]) -> bool:
     return True
 
 
+# Fields a list may select on (pkg/registry/core/pod/strategy.go PodToSelectableFields, and
+# metadata.name/namespace for every kind: staging/src/k8s.io/apiserver/pkg/registry/generic).
+_SELECTABLE = {"metadata.name": ("metadata", "name"), "metadata.namespace": ("metadata", "namespace"),
+               "spec.nodeName": ("spec", "nodeName"), "status.phase": ("status", "phase")}
+
+
+def _field_terms(selector: str) -> list[tuple[str, bool, str]] | str:
+    """(field, equal?, value) per fieldSelector term, or the server's error for a field it cannot select."""
+    terms = []
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        neg = "!=" in term
+        field, _, value = term.partition("!=" if neg else "=")
+        field, value = field.rstrip("="), value.lstrip("=")
+        if field not in _SELECTABLE:
+            return f'field label not supported: {field}'
+        terms.append((field, not neg, value))
+    return terms
+
+
+def _field_selects(terms: list[tuple[str, bool, str]], obj: Obj) -> bool:
+    for field, equal, value in terms:
+        section, key = _SELECTABLE[field]
+        if ((obj.get(section) or {}).get(key, "") == value) != equal:
+            return False
+    return True
+
+
+def _matches(selector: Obj, labels: dict[str, str]) -> bool:
+    """A LabelSelector (matchLabels and matchExpressions) against labels; an empty one selects all."""
+    if not (selector.get("matchLabels") or {}).items() <= labels.items():
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator"), expr.get("values") or []
+        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values) \
+                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+            return False
+    return True
+
+
 class SchemaRejected(Exception):
     """The object breaks its kind's CRD schema (the server's 422)."""
 
@@ -177,7 +265,7 @@ class FakeApiServer:
         self.objects: dict[tuple[Kind, str, str], Obj] = {}
         # fieldManager -> leaf path -> value it applied, per object
         self.owners: dict[tuple[Kind, str, str], dict[str, dict[tuple[str, ...], Any]]] = {}
-        self.events: list[tuple[int, Kind, str, Obj]] = []
+        self.events: list[tuple[int, Kind | None, str, Obj]] = []  # None: a raw line for every watch
         self.pod_logs: dict[tuple[str, str, str], str] = {}
         self.schema_violations: list[str] = []
         self.controller_errors: list[str] = []
@@ -185,13 +273,25 @@ class FakeApiServer:
         self.tokens: dict[str, tuple[str, str]] = {}  # TokenRequest tokens issued -> (namespace, account)
         self.controllers: list[Callable[[], None]] = []
         self.unserved: set[Kind] = set()  # CRD kinds not installed yet: their URLs are 404
-        # Misbehaviour on demand, as in tests/fake_kube.py: raw bytes instead of the answer.
+        # Misbehaviour on demand: raw bytes instead of the answer (see the module's docstring).
         self.tamper: Tamper | None = None
+        # Users' bearer tokens the API accepts beside the admin client certificate (ServiceAccount
+        # tokens issued by token_request, in `tokens`, are accepted too, as the real server does).
+        self.user_tokens: set[str] = set()
+        # CSRs: when each was created and approved (monotonic), the approvals' order, PUTs seen.
+        self.created_at: dict[str, float] = {}
+        self.approved_at: dict[str, float] = {}
+        self.approval_order: list[str] = []
+        self.approval_puts = 0
+        self.conflicts_to_inject = 0
+        self.evictions: list[tuple[str, str, int]] = []  # (namespace, pod, HTTP status answered)
+        self.watch_generation = 0
+        self.watches_served = 0
         self.closed = False
         self._in_controllers = False
-        # Every request must carry the admin client certificate, as the real server demands.
-        tls = serve_tls(workdir, _Handler, self, verify=ssl.CERT_REQUIRED)
-        self.httpd, self.url, self.kubeconfig, _ = tls
+        # A client without the admin certificate may still bring a bearer token; with neither it gets 401.
+        tls = serve_tls(workdir, _Handler, self, verify=ssl.CERT_OPTIONAL)
+        self.httpd, self.url, self.kubeconfig, self.ca_pem = tls
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self._ticker = threading.Thread(target=self._tick_forever, daemon=True)
 
@@ -283,6 +383,7 @@ class FakeApiServer:
             obj = self.objects.pop(key, None)
             self.owners.pop(key, None)
             if obj is not None:
+                self.rv += 1  # a deletion is a change of its own, as watchers resuming from a version see it
                 self._event(key[0], "DELETED", obj)
 
     def _validate(self, k: Kind, obj: Obj, old: Obj | None = None) -> None:
@@ -316,9 +417,149 @@ class FakeApiServer:
         self._event(key[0], "MODIFIED" if old is not None else "ADDED", obj)
         return True
 
-    def _event(self, k: Kind, kind: str, obj: Obj) -> None:
+    def _event(self, k: Kind | None, kind: str, obj: Obj) -> None:
         self.events.append((self.rv, k, kind, copy.deepcopy(obj)))
         self.changed.notify_all()
+
+    def _touch(self, key: tuple[Kind, str, str]) -> None:
+        """Another writer changed the object: its resourceVersion moves on (a MODIFIED event)."""
+        self.rv += 1
+        self.objects[key]["metadata"]["resourceVersion"] = str(self.rv)
+        self._event(key[0], "MODIFIED", self.objects[key])
+
+    # --- CSRs, Nodes and an installed cluster, for tests ----------------------------
+    @property
+    def csrs(self) -> dict[str, Obj]:
+        """CSRs by name (the stored objects)."""
+        k = self.kind("certificates.k8s.io/v1", "CertificateSigningRequest")
+        with self.lock:  # the server's threads write to the store meanwhile
+            return {name: o for (kk, _, name), o in self.objects.items() if kk == k}
+
+    @property
+    def nodes(self) -> dict[str, Obj]:
+        """Nodes by name (the stored objects)."""
+        k = self.kind("v1", "Node")
+        with self.lock:
+            return {name: o for (kk, _, name), o in self.objects.items() if kk == k}
+
+    @property
+    def pods(self) -> dict[tuple[str, str], Obj]:
+        """Pods by (namespace, name) (the stored objects)."""
+        k = self.kind("v1", "Pod")
+        with self.lock:
+            return {(ns, name): o for (kk, ns, name), o in self.objects.items() if kk == k}
+
+    def add_csr(self, name: str, request_pem: bytes, *, signer: str, username: str,
+                groups: Sequence[str], usages: Sequence[str]) -> None:
+        """Create a pending CSR as the kubelet (or an attacker) would."""
+        with self.lock:
+            self.put({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+                      "metadata": {"name": name},
+                      "spec": {"request": base64.b64encode(request_pem).decode(), "signerName": signer,
+                               "username": username, "groups": [*groups], "usages": [*usages], "uid": "1"},
+                      "status": {}}, manager="kube-apiserver")
+            self.created_at[name] = time.monotonic()
+
+    def add_node(self, name: str, *, ready: bool | None = None, labels: dict[str, str] | None = None) -> None:
+        """Register a Node (what a kubelet does once its client CSR is approved).
+
+        `ready` sets its Ready condition as the kubelet reports it (None: no conditions yet).
+        """
+        st: Obj = {}
+        if ready is not None:
+            st["conditions"] = [{
+                "type": "Ready", "status": "True" if ready else "False",
+                "reason": "KubeletReady" if ready else "KubeletNotReady",
+                "message": "kubelet is posting ready status" if ready else "container runtime "
+                "network not ready", "lastHeartbeatTime": now(), "lastTransitionTime": now()}]
+        self.put({"apiVersion": "v1", "kind": "Node",
+                  "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+                  "spec": {}, "status": st}, manager="kubelet")
+
+    def set_cluster_version(self, *, available: bool, version: str = "4.16.3") -> None:
+        """ClusterVersion `version` as the CVO reports it: Available True once installed.
+
+        An existing ClusterVersion (a GPU cluster's) keeps its other fields.
+        """
+        cond = {"type": "Available", "status": "True" if available else "False",
+                "lastTransitionTime": now(),
+                "message": f"Done applying {version}" if available else "Working towards " + version}
+        with self.lock:
+            cv = self.get("config.openshift.io/v1", "ClusterVersion", "version") or {
+                "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+                "metadata": {"name": "version"},
+                "spec": {"clusterID": "00000000-0000-4000-8000-000000000001"}}
+            st = cv.setdefault("status", {})
+            st["conditions"] = [c for c in st.get("conditions", []) if c.get("type") != "Available"] + [cond]
+            st["desired"] = {**st.get("desired", {}), "version": version}
+            self.put(cv, manager="cluster-version-operator")
+
+    def add_secret(self, namespace: str, name: str, data: dict[str, bytes]) -> None:
+        """A Secret as the API returns it: each value base64 in `data`."""
+        self.put({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                  "metadata": {"name": name, "namespace": namespace},
+                  "data": {k: base64.b64encode(v).decode() for k, v in data.items()}})
+
+    def add_pod(self, namespace: str, name: str, node: str, *, labels: dict[str, str] | None = None,
+                owner: str | None = None, empty_dir: bool = False) -> None:
+        """A running Pod bound to `node`; `owner` the kind of its controller (ReplicaSet, DaemonSet)."""
+        meta: Obj = {"name": name, "namespace": namespace, "labels": labels or {}}
+        if owner:
+            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": f"{name}-owner",
+                                        "uid": f"uid-{name}-owner", "controller": True}]
+        volumes = [{"name": "scratch", "emptyDir": {}}] if empty_dir else []
+        mounts = [{"name": "scratch", "mountPath": "/scratch"}] if empty_dir else []
+        self.put({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                  "spec": {"nodeName": node, "volumes": volumes,
+                           "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                                           "volumeMounts": mounts}]},
+                  "status": {"phase": "Running"}})
+
+    def add_pdb(self, namespace: str, name: str, match_labels: dict[str, str], *,
+                disruptions_allowed: int) -> None:
+        """A PodDisruptionBudget as the disruption controller keeps it (status.disruptionsAllowed)."""
+        self.put({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                  "metadata": {"name": name, "namespace": namespace},
+                  "spec": {"selector": {"matchLabels": match_labels}},
+                  "status": {"disruptionsAllowed": disruptions_allowed}})
+
+    def add_raw_event(self, line: bytes) -> None:
+        """Send `line` as-is to every watch, as one event line (a malformed event, for tests)."""
+        with self.lock:
+            self.rv += 1
+            self._event(None, "RAW", {"raw": line})
+
+    def decide_directly(self, name: str, condition: str = "Approved") -> None:
+        """Approve (or deny) a CSR as another approver, an admin or an earlier run did."""
+        with self.lock:
+            cur = copy.deepcopy(self.csrs[name])
+            cur["status"]["conditions"] = [{"type": condition, "status": "True", "reason": "Other",
+                                            "lastUpdateTime": now(), "lastTransitionTime": now()}]
+            if condition == "Approved":
+                self.approved_at[name] = time.monotonic()
+                self.approval_order.append(name)
+            self.put(cur, manager="other-approver")
+
+    def touch_csr(self, name: str) -> None:
+        """Another writer changed the CSR: its resourceVersion moves on."""
+        with self.lock:
+            self._touch((self.kind("certificates.k8s.io/v1", "CertificateSigningRequest"), "", name))
+
+    def drop_watches(self) -> None:
+        """End every open watch stream, as an API server restart does."""
+        with self.lock:
+            self.watch_generation += 1
+            self.changed.notify_all()
+
+    def conditions(self, name: str) -> Sequence[str]:
+        """The condition types of one CSR."""
+        with self.lock:
+            return [c["type"] for c in self.csrs[name]["status"].get("conditions", [])]
+
+    def approved(self) -> set[str]:
+        """Names of every approved CSR."""
+        with self.lock:
+            return set(self.approved_at)
 
     # --- the API verbs (the handler) -------------------------------------------------
     def create(self, k: Kind, ns: str, body: Obj) -> tuple[int, Obj]:
@@ -364,6 +605,70 @@ class FakeApiServer:
                      "metadata": {"name": name, "namespace": ns},
                      "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": seconds},
                      "status": {"token": token, "expirationTimestamp": expires}}
+    def approve(self, name: str, body: Obj) -> tuple[int, Obj]:
+        """PUT .../certificatesigningrequests/<name>/approval: status.conditions replaced, nothing else."""
+        k = self.kind("certificates.k8s.io/v1", "CertificateSigningRequest")
+        with self.lock:
+            self.approval_puts += 1
+            old = self.objects.get((k, "", name))
+            if old is None:
+                return 404, k.not_found(name)
+            if self.conflicts_to_inject > 0:
+                self.conflicts_to_inject -= 1
+                self._touch((k, "", name))
+            # No resourceVersion is an unconditional update (pkg/registry/certificates/certificates/
+            # strategy.go: AllowUnconditionalUpdate is true); a stale one is a conflict.
+            sent = body.get("metadata", {}).get("resourceVersion")
+            if sent and sent != old["metadata"]["resourceVersion"]:
+                return 409, status(409, "Conflict", "Operation cannot be fulfilled on certificatesigning"
+                                   f'requests.certificates.k8s.io "{name}": the object has been modified;'
+                                   " please apply your changes to the latest version and try again")
+            conds = list(body.get("status", {}).get("conditions") or [])
+            types = [c.get("type") for c in conds]
+            if len(types) != len(set(types)) or {"Approved", "Denied"} <= set(types):
+                return 422, status(422, "Invalid", f'CertificateSigningRequest.certificates.k8s.io "{name}" '
+                                   "is invalid: status.conditions: duplicate or conflicting conditions")
+            for c in conds:
+                c.setdefault("lastUpdateTime", now())
+                c.setdefault("lastTransitionTime", c["lastUpdateTime"])
+            new = copy.deepcopy(old)
+            new["status"]["conditions"] = conds
+            self._store((k, "", name), new, old, "kube-apiserver")
+            if "Approved" in types and name not in self.approved_at:
+                self.approved_at[name] = time.monotonic()
+                self.approval_order.append(name)
+            out = copy.deepcopy(self.objects[(k, "", name)])
+        self.run_controllers()
+        return 200, out
+
+    def evict(self, namespace: str, name: str) -> tuple[int, Obj]:
+        """The Eviction subresource (pkg/registry/core/pod/storage/eviction.go), answered and recorded."""
+        with self.lock:
+            code, doc = self._evict(namespace, name)
+            self.evictions.append((namespace, name, code))
+        self.run_controllers()
+        return code, doc
+
+    def _evict(self, namespace: str, name: str) -> tuple[int, Obj]:
+        pod = self.get("v1", "Pod", name, namespace)
+        if pod is None:
+            return 404, self.kind("v1", "Pod").not_found(name)
+        budgets = [] if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") else [
+            b for b in self.list("policy/v1", "PodDisruptionBudget", namespace)
+            if _matches(b["spec"].get("selector") or {}, pod["metadata"].get("labels") or {})]
+        if len(budgets) > 1:
+            return 500, status(500, "InternalError", "This pod has more than one PodDisruptionBudget, "
+                               "which the eviction subresource does not support.")
+        if budgets:
+            budget = budgets[0]
+            allowed = (budget.get("status") or {}).get("disruptionsAllowed", 0)
+            if allowed < 1:
+                return 429, status(429, "TooManyRequests", "Cannot evict pod as it would violate "
+                                   "the pod's disruption budget.")
+            self.set_status("policy/v1", "PodDisruptionBudget", budget["metadata"]["name"], namespace,
+                            {**budget["status"], "disruptionsAllowed": allowed - 1})
+        self.delete("v1", "Pod", name, namespace)
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
 
     def _namespace_exists(self, ns: str) -> bool:
         return (self.kind("v1", "Namespace"), "", ns) in self.objects
@@ -381,10 +686,17 @@ class FakeApiServer:
                 code, out = self._apply(
                     k, key, old, yaml.safe_load(body) or {}, manager, q.get("force") == "true", sub
                 )
-            elif ctype.startswith("application/merge-patch+json"):
+            elif ctype.startswith(("application/merge-patch+json", "application/strategic-merge-patch+json")):
                 if old is None:
                     return 404, k.not_found(name)
-                new = _merge(old, json.loads(body or b"{}"))
+                patch = json.loads(body or b"{}")
+                if ctype.startswith("application/strategic-merge-patch") and _strategic_only(patch):
+                    # Without lists or $-directives a strategic merge patch is a JSON merge patch
+                    # (kubernetes.io, "Update API Objects in Place Using kubectl patch"): `kubectl
+                    # cordon`'s is. Merge keys are not modelled: refuse rather than merge wrongly.
+                    return 415, status(415, "UnsupportedMediaType", "this fake applies a strategic merge "
+                                       "patch only without lists or $-directives")
+                new = _merge(old, patch)
                 code, out = self._write(k, key, old, new, sub, q.get("fieldManager") or "unknown")
             else:
                 return 415, status(415, "UnsupportedMediaType", f"the body was in an unknown format: {ctype}")
@@ -512,11 +824,11 @@ def _conflicts(
 
 
 def _fresh(fake: FakeApiServer, k: Kind, ns: str, since: int) -> list[tuple[int, str, Obj]]:
-    """Events of one kind (and namespace) after resourceVersion `since`."""
+    """Events of one kind (and namespace) after resourceVersion `since`, and raw lines for every watch."""
     return [
         (rv, kind, o)
         for rv, kk, kind, o in fake.events
-        if rv > since and kk == k and (not ns or o["metadata"].get("namespace", "") == ns)
+        if rv > since and (kk is None or (kk == k and (not ns or o["metadata"].get("namespace", "") == ns)))
     ]
 
 
@@ -564,7 +876,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _tampered(self) -> bool:
-        return send_tampered(self, self.fake.tamper, self.command)
+        """A request without credentials gets 401; a test's tamper answers instead of the server."""
+        return not self._authenticated() or send_tampered(self, self.fake.tamper, self.command)
+
+    def _authenticated(self) -> bool:
+        if self.connection.getpeercert():  # type: ignore[attr-defined]
+            return True
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        if scheme == "Bearer" and (token in self.fake.user_tokens or token in self.fake.tokens):
+            return True
+        self._body()
+        self._send(401, status(401, "Unauthorized", "Unauthorized"))
+        return False
 
     def _route(self) -> tuple[tuple[Kind, str, str | None, str | None] | None, dict[str, str]]:
         url = urlsplit(self.path)
@@ -589,6 +912,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self._not_served():
             return None, q
         if route is None or route[2] is None:
+            self._body()
             self._send(405, status(405, "MethodNotAllowed", "the server does not allow this method"))
             return None, q
         k, ns, name, sub = route
@@ -601,8 +925,14 @@ class _Handler(BaseHTTPRequestHandler):
         if self._tampered():
             return
         route, q = self._route()
-        if urlsplit(self.path).path == "/version":
+        path = urlsplit(self.path).path
+        if path == "/version":
             self._send(200, {"major": "1", "minor": "29", "gitVersion": "v1.29.6+fake"})
+            return
+        with self.fake.lock:
+            doc = discovery(path, [k for k in KINDS if k not in self.fake.unserved])
+        if doc is not None:
+            self._send(200, doc)
             return
         if route is None:
             self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
@@ -611,30 +941,40 @@ class _Handler(BaseHTTPRequestHandler):
         if name is None and q.get("watch") in ("true", "1"):
             self._watch(k, ns, q)
         elif name is None:
-            with self.fake.lock:
-                items = [
-                    copy.deepcopy(o)
-                    for (kk, n, _), o in self.fake.objects.items()
-                    if kk == k
-                    and (not ns or n == ns)
-                    and _selects(q.get("labelSelector", ""), o["metadata"].get("labels") or {})
-                ]
-                rv = str(self.fake.rv)
-            self._send(
-                200,
-                {
-                    "apiVersion": k.api_version,
-                    "kind": f"{k.kind}List",
-                    "metadata": {"resourceVersion": rv},
-                    "items": items,
-                },
-            )
+            self._list(k, ns, q)
         elif sub == "log" and k.kind == "Pod":
             self._log(ns, name, q)
         else:
             with self.fake.lock:
                 obj = copy.deepcopy(self.fake.objects.get((k, ns, name)))
-            self._send(200, obj) if obj is not None else self._send(404, k.not_found(name))
+                rv = str(self.fake.rv)
+            if obj is None:
+                self._send(404, k.not_found(name))
+            elif TABLE_ACCEPT in self.headers.get("Accept", ""):
+                self._send(200, table(k.kind, [obj], rv))
+            else:
+                self._send(200, obj)
+
+    def _list(self, k: Kind, ns: str, q: dict[str, str]) -> None:
+        terms = _field_terms(q.get("fieldSelector", ""))
+        if isinstance(terms, str):
+            self._send(400, status(400, "BadRequest", terms))
+            return
+        with self.fake.lock:
+            items = [
+                copy.deepcopy(o)
+                for (kk, n, _), o in self.fake.objects.items()
+                if kk == k
+                and (not ns or n == ns)
+                and _selects(q.get("labelSelector", ""), o["metadata"].get("labels") or {})
+                and _field_selects(terms, o)
+            ]
+            rv = str(self.fake.rv)
+        if TABLE_ACCEPT in self.headers.get("Accept", ""):
+            self._send(200, table(k.kind, items, rv))
+            return
+        self._send(200, {"apiVersion": k.api_version, "kind": f"{k.kind}List",
+                         "metadata": {"resourceVersion": rv}, "items": items})
 
     def _log(self, ns: str, name: str, q: dict[str, str]) -> None:
         with self.fake.lock:
@@ -679,26 +1019,33 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         with fake.lock:
-            if since == 0:
+            fake.watches_served += 1
+            gen = fake.watch_generation
+            if since == 0:  # no version: the current state as ADDED events, then changes
                 backlog = [
-                    (int(o["metadata"]["resourceVersion"]), "ADDED", o)
+                    (int(o["metadata"]["resourceVersion"]), "ADDED", copy.deepcopy(o))
                     for (kk, n, _), o in fake.objects.items()
                     if kk == k and (not ns or n == ns)
                 ]
                 since = fake.rv
             else:
                 backlog = []
+
+        def over() -> bool:
+            return fake.closed or fake.watch_generation != gen or time.monotonic() >= deadline
+
         try:
             while True:
                 for rv, kind, obj in backlog:
-                    line = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+                    line = (obj["raw"] if kind == "RAW"
+                            else json.dumps({"type": kind, "object": obj}).encode() + b"\n")
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
                     since = max(since, rv)
                 self.wfile.flush()
                 with fake.lock:
-                    while not (_fresh(fake, k, ns, since) or fake.closed or time.monotonic() >= deadline):
-                        fake.changed.wait(timeout=0.5)
-                    if fake.closed or time.monotonic() >= deadline:
+                    while not (_fresh(fake, k, ns, since) or over()):
+                        fake.changed.wait(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
+                    if over():
                         break
                     backlog = _fresh(fake, k, ns, since)
             self.wfile.write(b"0\r\n\r\n")
@@ -716,12 +1063,25 @@ class _Handler(BaseHTTPRequestHandler):
         if route is not None and route[0].kind == "ServiceAccount" and route[2] and route[3] == "token":
             self._send(*self.fake.token_request(route[1], route[2], json.loads(self._body() or b"{}")))
             return
+        if route is not None and route[0].kind == "Pod" and route[2] is not None and route[3] == "eviction":
+            self._eviction(route[1], route[2])
+            return
         if route is None or route[2] is not None:
+            self._body()
             self._send(405, status(405, "MethodNotAllowed", "the server does not allow this method"))
             return
         k, ns, _, _ = route
         code, doc = self.fake.create(k, ns, json.loads(self._body() or b"{}"))
         self._send(code, doc)
+
+    def _eviction(self, ns: str, name: str) -> None:
+        body = json.loads(self._body() or b"{}")
+        if body.get("kind") != "Eviction" or body.get("apiVersion") not in ("policy/v1", "policy/v1beta1"):
+            self._send(400, status(400, "BadRequest", f"not a policy/v1 Eviction: {body.get('kind')}"))
+        elif body.get("metadata", {}).get("name") != name:
+            self._send(400, status(400, "BadRequest", "name in URL does not match name in Eviction object"))
+        else:
+            self._send(*self.fake.evict(ns, name))
 
     def do_PATCH(self) -> None:  # noqa: N802 - http.server's naming
         if self._tampered():
@@ -740,12 +1100,23 @@ class _Handler(BaseHTTPRequestHandler):
         if route is None:
             return
         k, ns, name, sub = route
+        raw, ctype = self._body(), self.headers.get("Content-Type", "application/json")
+        if ctype.startswith("application/vnd.kubernetes.protobuf") and sub == "approval":
+            body = decode_csr_approval(raw)  # what kubectl sends for `certificate approve`
+        elif ctype.startswith("application/json"):
+            body = json.loads(raw or b"{}")
+        else:
+            self._send(415, status(415, "UnsupportedMediaType",
+                                   f"the body of the request was in an unknown format: {ctype}"))
+            return
+        if k.kind == "CertificateSigningRequest" and sub == "approval":
+            self._send(*self.fake.approve(name, body))
+            return
         with self.fake.lock:
             old = self.fake.objects.get((k, ns, name))
             if old is None:
                 self._send(404, k.not_found(name))
                 return
-            body = json.loads(self._body() or b"{}")
             if body.get("metadata", {}).get("resourceVersion") not in (
                 None,
                 old["metadata"]["resourceVersion"],
@@ -771,6 +1142,7 @@ class _Handler(BaseHTTPRequestHandler):
         route, _ = self._named()
         if route is None:
             return
+        self._body()  # DeleteOptions (kubectl sends them): read, or the next request starts inside them
         k, ns, name, _ = route
         with self.fake.lock:
             obj = self.fake.objects.get((k, ns, name))

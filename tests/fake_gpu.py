@@ -217,24 +217,34 @@ class FakeGpuCluster:
                 }
             )
         for sim in self.nodes.values():
-            sim.devices = [dict(NVIDIA_PCI)] * sim.gpus + [dict(MELLANOX_PCI)]
-            put(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {
-                        "name": sim.name,
-                        "labels": {"kubernetes.io/hostname": sim.name, "node-role.kubernetes.io/worker": ""},
-                    },
-                    "spec": {},
-                    "status": {
-                        "conditions": [{"type": "Ready", "status": "True" if sim.ready else "False"}],
-                        "allocatable": {"cpu": "224", "memory": "2063772Mi", "pods": "250"},
-                        "nodeInfo": {"osImage": "Red Hat Enterprise Linux CoreOS 416.94",
-                                     "kernelVersion": KERNEL},
-                    },
-                }
-            )
+            self._register(sim)
+
+    def _register(self, sim: SimNode) -> None:
+        """The machine's kubelet registers its Node (its PCI devices are what NFD will find)."""
+        sim.devices = [dict(NVIDIA_PCI)] * sim.gpus + [dict(MELLANOX_PCI)]
+        self.api.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": sim.name,
+                    "labels": {"kubernetes.io/hostname": sim.name, "node-role.kubernetes.io/worker": ""},
+                },
+                "spec": {},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True" if sim.ready else "False"}],
+                    "allocatable": {"cpu": "224", "memory": "2063772Mi", "pods": "250"},
+                    "nodeInfo": {"osImage": "Red Hat Enterprise Linux CoreOS 416.94",
+                                 "kernelVersion": KERNEL},
+                },
+            }
+        )
+
+    def join(self, sim: SimNode) -> None:
+        """A machine added on day 2 joins: its Node registers, then the operators act on it as on any."""
+        with self.api.lock:
+            self._register(sim)
+            self.nodes[sim.name] = sim
 
     def set_registry_storage(self, configured: bool) -> None:
         spec = (

@@ -1,7 +1,8 @@
-"""TLS for the fake API servers: a self-made CA, client-certificate auth, an admin kubeconfig."""
+"""TLS for the fake API server: a self-made CA, client-certificate auth, an admin kubeconfig."""
 
 from __future__ import annotations
 
+import base64
 import ssl
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -11,6 +12,19 @@ import yaml
 from certs import TlsHttpServer, issue, make_ca
 
 
+def _kubeconfig(url: str, ca_pem: bytes, admin: Any) -> dict[str, Any]:
+    """The shape of openshift-install's auth/kubeconfig: embedded CA and admin client cert."""
+    def b64(b: bytes) -> str:
+        return base64.b64encode(b).decode()
+    return {"apiVersion": "v1", "kind": "Config", "preferences": {},
+            "clusters": [{"name": "fake", "cluster": {"server": url,
+                                                      "certificate-authority-data": b64(ca_pem)}}],
+            "users": [{"name": "admin", "user": {"client-certificate-data": b64(admin.cert_pem),
+                                                 "client-key-data": b64(admin.key_pem)}}],
+            "contexts": [{"name": "admin", "context": {"cluster": "fake", "user": "admin"}}],
+            "current-context": "admin"}
+
+
 def serve_tls(workdir: Path, handler: type[BaseHTTPRequestHandler], owner: Any, *,
               verify: ssl.VerifyMode = ssl.CERT_OPTIONAL) -> tuple[ThreadingHTTPServer, str, Path, bytes]:
     """(server, URL, kubeconfig path, CA PEM): a loopback HTTPS server whose handler sees `owner` as `.fake`.
@@ -18,8 +32,6 @@ def serve_tls(workdir: Path, handler: type[BaseHTTPRequestHandler], owner: Any, 
     The kubeconfig has the shape of openshift-install's auth/kubeconfig: embedded CA and
     an admin client certificate (system:masters).
     """
-    from fake_kube import _kubeconfig
-
     ca = make_ca("kube-apiserver-fake-ca")
     server = issue(ca, "127.0.0.1", server=True)
     client_ca = make_ca("admin-kubeconfig-signer")

@@ -1,4 +1,4 @@
-"""`upi approve-csr` end to end against the fake API server (tests/fake_kube.py)."""
+"""`upi approve-csr` end to end against the fake API server (tests/fake_apiserver.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import inventory_path, require
 from csr_cases import client, hostile, legitimate, serving
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 
 from upi.cli import app
 from upi.commands.approve_csr import approve_csr
@@ -21,7 +21,7 @@ INVENTORY = str(inventory_path("dgxpod"))
 
 @pytest.fixture
 def fake(tmp_path):
-    server = FakeKube(tmp_path / "assets").start()
+    server = FakeApiServer(tmp_path / "assets").start()
     yield server
     server.stop()
 
@@ -109,7 +109,7 @@ def test_insecure_kubeconfig_is_refused(runner, fake, tmp_path):
 
 
 def test_a_server_with_an_unknown_ca_is_not_trusted(runner, fake, tmp_path):
-    other = FakeKube(tmp_path / "other")  # never started: only its CA is borrowed
+    other = FakeApiServer(tmp_path / "other")  # never started: only its CA is borrowed
     doc = yaml.safe_load(fake.kubeconfig.read_text())
     doc["clusters"][0]["cluster"]["certificate-authority-data"] = yaml.safe_load(
         other.kubeconfig.read_text())["clusters"][0]["cluster"]["certificate-authority-data"]

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from pushkit import Site
 from redfish_support import AmiFake, Tls, pushed_site_with_bmc, write_credentials
 from typer.testing import CliRunner
@@ -23,7 +23,8 @@ def _site(runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: A
 
 
 def test_watch_follows_the_node_until_it_joins_and_flips_its_pxe_file(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = _site(runner, tmp_path, example_dir, tls, ami)
 
     def node_installs() -> None:  # the DGX: once powered, it installs RHCOS and its kubelet registers
@@ -46,7 +47,7 @@ def test_watch_follows_the_node_until_it_joins_and_flips_its_pxe_file(
 
 
 def test_watch_gives_up_on_a_node_that_never_joins(runner: CliRunner, tmp_path: Path, example_dir: Path,
-                                                   tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+                                                   tls: Tls, ami: AmiFake, kube: FakeApiServer) -> None:
     site = _site(runner, tmp_path, example_dir, tls, ami)
     res = runner.invoke(app, ["boot-metal", str(site.inventory), "worker-0", "--watch", "--kubeconfig",
                               str(kube.kubeconfig), "-o", str(site.out), "--poll", "0.2",

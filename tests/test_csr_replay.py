@@ -1,5 +1,5 @@
 """At most one approved client CSR per node until its Node registers (CSR replay), through the
-CLI against the FAKE API server (tests/fake_kube.py): --once, across runs, --dry-run, --watch,
+CLI against the FAKE API server (tests/fake_apiserver.py): --once, across runs, --dry-run, --watch,
 `upi wait`'s background approver, and releasing a held CSR by name.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from conftest import inventory_path
 from csr_cases import client, serving
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from test_approve_csr import add, approve, wait_for
 from wait_support import make_assets, script, wait_args
 
@@ -24,7 +24,7 @@ INVENTORY = inventory_path("dgxpod")
 
 @pytest.fixture
 def fake(tmp_path):
-    server = FakeKube(tmp_path / "kube").start()
+    server = FakeApiServer(tmp_path / "kube").start()
     yield server
     server.stop()
 

@@ -1,8 +1,8 @@
 """Every request to the Kubernetes API is bounded as a whole (issue 24): headers included.
 
-The FAKE API servers (tests/fake_kube.py, tests/fake_apiserver.py) speak real
-TLS; here they answer one request by dripping its response headers, a byte at
-a time, and never finish them. A socket timeout restarts with every byte, and
+The FAKE API server (tests/fake_apiserver.py, alone or under tests/fake_gpu.py) speaks real
+TLS; here it answers one request by dripping its response headers, a byte at
+a time, and never finishes them. A socket timeout restarts with every byte, and
 upi's own deadline used to start only once the headers were in: the request
 never ended. Each command must end with the deadline's error. The deadline is
 lowered to 1 s through upi.csr.api.REQUEST_SECONDS (what every Api reads), so
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 from csr_cases import client
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from gpu_support import clean_cluster, gpu_args, gpu_inventory
 from test_approve_csr import INVENTORY, add
 
@@ -54,7 +54,7 @@ def stop() -> Iterator[threading.Event]:
     event.set()
 
 
-def _drip_lists(fake: FakeKube, stop: threading.Event, path: str) -> None:
+def _drip_lists(fake: FakeApiServer, stop: threading.Event, path: str) -> None:
     fake.tamper = lambda method, p: dripped_headers(stop) if p.split("?")[0] == path else None
 
 

@@ -1,6 +1,6 @@
 """A Kubernetes API that answers garbage: approve-csr, upi wait's node list and the GPU flow's client.
 
-The fake API server (tests/fake_kube.py) sends the test's raw bytes instead of
+The fake API server (tests/fake_apiserver.py) sends the test's raw bytes instead of
 its answer (`tamper`), or one raw line into every watch stream. Whatever it
 sends, upi ends with a one-line error (exit 1) or logs the bad event and goes
 on; it never prints a traceback, never approves on a broken answer and never
@@ -14,7 +14,7 @@ import threading
 import pytest
 from conftest import inventory_path
 from csr_cases import client, serving
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from gpu_support import clean_cluster, gpu_args, gpu_inventory
 from test_approve_csr import INVENTORY, add, wait_for
 
@@ -26,7 +26,7 @@ CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 
 @pytest.fixture
 def fake(tmp_path):
-    server = FakeKube(tmp_path / "assets").start()
+    server = FakeApiServer(tmp_path / "assets").start()
     yield server
     server.stop()
 
@@ -37,7 +37,7 @@ def raw(body: bytes, *, status: str = "200 OK", length: int | None = None) -> by
             "Connection: close\r\n\r\n").encode() + body
 
 
-def tamper_list(fake: FakeKube, chunks: list[bytes]) -> None:
+def tamper_list(fake: FakeApiServer, chunks: list[bytes]) -> None:
     """Answer the CSR list (not the watch, not single objects) with `chunks`."""
     fake.tamper = lambda method, path: chunks if method == "GET" and path.split("?")[0] == CSR_PATH \
         and "watch=" not in path else None

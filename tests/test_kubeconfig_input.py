@@ -1,7 +1,7 @@
 """Every kubeconfig is input (issue 24): broken ones x every command that reads one.
 
 Each broken kubeconfig is derived from the FAKE API server's admin
-kubeconfig (tests/fake_kube.py, shaped like openshift-install's
+kubeconfig (tests/fake_apiserver.py, shaped like openshift-install's
 auth/kubeconfig). Whichever command reads it -- approve-csr, gpu, status,
 wait, boot-metal --watch -- ends with exit 2 and one paragraph naming the kubeconfig and the
 field, never a traceback, and never hangs on a FIFO named in it.
@@ -21,7 +21,7 @@ import pytest
 import yaml
 from conftest import inventory_path
 from csr_cases import client
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from test_approve_csr import add
 from wait_support import make_assets
 
@@ -128,7 +128,7 @@ BROKEN: dict[str, tuple[Edit | str, str, str]] = {
 }
 
 
-def broken_kubeconfig(fake: FakeKube, where: Path, case: str) -> Path:
+def broken_kubeconfig(fake: FakeApiServer, where: Path, case: str) -> Path:
     where.mkdir(parents=True, exist_ok=True)
     edit, _, _ = BROKEN[case]
     path = where / "kubeconfig"
@@ -195,7 +195,7 @@ def test_a_kubeconfig_that_is_a_fifo_or_a_directory_is_refused_unread(runner, ku
 
 # --- what works: tokens (inline, from a file, from an exec plugin) --------------------------------
 
-def _token_kubeconfig(kube: FakeKube, where: Path, user: dict[str, Any]) -> Path:
+def _token_kubeconfig(kube: FakeApiServer, where: Path, user: dict[str, Any]) -> Path:
     doc = yaml.safe_load(kube.kubeconfig.read_text())
     doc["users"][0]["user"] = user
     path = where / "kubeconfig"
@@ -204,7 +204,7 @@ def _token_kubeconfig(kube: FakeKube, where: Path, user: dict[str, Any]) -> Path
 
 
 def test_a_token_a_token_file_and_an_exec_plugin_each_authenticate(runner, kube, tmp_path) -> None:
-    kube.tokens = {"sha256~inline", "sha256~fromfile", "sha256~fromplugin"}
+    kube.user_tokens = {"sha256~inline", "sha256~fromfile", "sha256~fromplugin"}
     (tmp_path / "token").write_text("sha256~fromfile\n")
     plugin = tmp_path / "plugin"
     plugin.write_text(f"#!{sys.executable}\nimport json, os\n"
@@ -241,7 +241,7 @@ def test_a_rotated_token_file_is_read_again_on_a_401(kube, tmp_path) -> None:
     conn = connect(_token_kubeconfig(kube, tmp_path, {"tokenFile": str(token)}))
     try:
         token.write_text("sha256~after\n")  # the kubelet rotates a service account token this way
-        kube.tokens = {"sha256~after"}
+        kube.user_tokens = {"sha256~after"}
         Api(conn.http).list("/api/v1/nodes")
     finally:
         conn.close()

@@ -1,6 +1,6 @@
 """`upi nodes add`: a worker joins an installed cluster; only its files, its BMC and its CSRs are touched.
 
-The cluster is the FAKE API server (tests/fake_kube.py) serving an installed
+The cluster is the FAKE API server (tests/fake_apiserver.py) serving an installed
 cluster; the BMC is the DGX (AMI) fake; the provisioner and load balancer are
 a local push site (tests/pushkit.py) validated by the real dnsmasq and haproxy.
 """
@@ -11,12 +11,15 @@ import base64
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 from csr_cases import client
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
+from fake_gpu import SimNode
+from gpu_support import gpu_args, start_cluster
 from pushkit import Site
 from redfish_support import AmiFake, Tls, pushed_site_with_bmc, write_credentials
 from typer.testing import CliRunner
@@ -39,7 +42,7 @@ def pointer(ca_pem: bytes, source: str = f"https://api-int.{DOMAIN}:22623/config
                                     "security": {"tls": tls}}}).encode()
 
 
-def installed_cluster(kube: FakeKube) -> None:
+def installed_cluster(kube: FakeApiServer) -> None:
     """Day 1 done: ClusterVersion Available, the worker ignition secret, every day-1 node Ready."""
     kube.set_cluster_version(available=True)
     kube.add_secret("openshift-machine-api", "worker-user-data-managed", {"userData": pointer(kube.ca_pem)})
@@ -54,14 +57,19 @@ def day2_site(runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, am
     (worker-0 hands its BMC section over: one BMC is one machine.)
     """
     site: Site = pushed_site_with_bmc(runner, tmp_path, example_dir, tls, ami)
+    write_new_worker(site, bmc=bmc)
+    return site
+
+
+def write_new_worker(site: Site, *, bmc: bool = True, **extra: object) -> None:
+    """worker-2 (and `extra` keys) written into the site's inventory, taking worker-0's BMC if asked."""
     doc = yaml.safe_load(site.inventory.read_text())
     worker0 = next(n for n in doc["nodes"] if n["name"] == "worker-0")
-    node = dict(NEW)
+    node = {**NEW, **extra}
     if bmc:
         node["bmc"] = worker0.pop("bmc")
     doc["nodes"].append(node)
     site.inventory.write_text(yaml.safe_dump(doc))
-    return site
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -70,11 +78,12 @@ def snapshot(root: Path) -> dict[str, bytes]:
             if p.is_file() and not p.name.endswith(".upi-backup")}
 
 
-def kubelet_joins(kube: FakeKube, ami: AmiFake, name: str = "worker-2", *,
-                  ready: bool = True) -> threading.Thread:
+def kubelet_joins(kube: FakeApiServer, ami: AmiFake, name: str = "worker-2", *,
+                  ready: bool = True, register: Callable[[], None] | None = None) -> threading.Thread:
     """The DGX: once powered on it installs, its kubelet asks for a client certificate, then registers.
 
     Another machine's CSR (intruder-9) arrives at the same time: it must stay pending.
+    `register` registers the Node (default: a bare Node, Ready as `ready` says).
     """
     def run() -> None:
         end = time.monotonic() + 60
@@ -85,14 +94,17 @@ def kubelet_joins(kube: FakeKube, ami: AmiFake, name: str = "worker-2", *,
         kube.add_csr(other.name, other.pem, **other.kwargs())  # type: ignore[arg-type]
         while spec.name not in kube.approved() and time.monotonic() < end:
             time.sleep(0.05)
-        kube.add_node(name, ready=ready)
+        if register is None:
+            kube.add_node(name, ready=ready)
+        else:
+            register()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
 
 
-def add(runner: CliRunner, site: Site, kube: FakeKube, *extra: str, gpu: bool = False) -> object:
+def add(runner: CliRunner, site: Site, kube: FakeApiServer, *extra: str, gpu: bool = False) -> object:
     """`upi nodes add` worker-2; the GPU step (tests/test_nodes_gpu.py) only when asked for."""
     return runner.invoke(app, ["nodes", "add", str(site.inventory), "worker-2", "-o", str(site.out),
                                "--kubeconfig", str(kube.kubeconfig), "--poll", "0.2", *extra,
@@ -100,7 +112,8 @@ def add(runner: CliRunner, site: Site, kube: FakeKube, *extra: str, gpu: bool = 
 
 
 def test_a_new_dgx_joins_and_only_its_files_and_csrs_change(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami)
     installed_cluster(kube)
     before = snapshot(site.root)
@@ -140,7 +153,8 @@ def test_a_new_dgx_joins_and_only_its_files_and_csrs_change(
 
 
 def test_the_pxe_file_names_the_nodes_own_ignition_and_a_node_never_ready_is_exit_1(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami, bmc=False)
     installed_cluster(kube)
     res = add(runner, site, kube, "--timeout", "1s")
@@ -155,7 +169,8 @@ def test_the_pxe_file_names_the_nodes_own_ignition_and_a_node_never_ready_is_exi
 
 
 def test_a_node_registered_but_never_ready_names_stage_ready(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami)
     installed_cluster(kube)
     kubelet_joins(kube, ami, ready=False)
@@ -175,14 +190,14 @@ def test_a_node_registered_but_never_ready_names_stage_ready(
     ("already-node", "worker-2: stage check: it is already a Node of the cluster"),
 ])
 def test_a_cluster_not_ready_for_the_node_is_exit_1_with_nothing_written_or_booted(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube,
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeApiServer,
         setup: str, message: str) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami)
     installed_cluster(kube)
     if setup == "not-installed":
         kube.set_cluster_version(available=False)
     elif setup == "no-secret":
-        kube.objects.pop("/api/v1/namespaces/openshift-machine-api/secrets/worker-user-data-managed")
+        kube.delete("v1", "Secret", "worker-user-data-managed", "openshift-machine-api")
     elif setup == "not-pointer":
         kube.add_secret("openshift-machine-api", "worker-user-data-managed",
                         {"userData": pointer(kube.ca_pem, "https://evil.example:22623/config/worker")})
@@ -202,7 +217,7 @@ def test_a_cluster_not_ready_for_the_node_is_exit_1_with_nothing_written_or_boot
 
 
 def test_a_master_is_refused_naming_the_control_plane_procedure(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, kube: FakeApiServer) -> None:
     res = runner.invoke(app, ["nodes", "add", str(example_dir / "dgxpod.yaml"), "master-1", "-o",
                               str(tmp_path / "out"), "--kubeconfig", str(kube.kubeconfig)])
     assert res.exit_code == 2
@@ -211,7 +226,8 @@ def test_a_master_is_refused_naming_the_control_plane_procedure(
 
 
 def test_a_bmc_refusing_the_login_is_exit_1_naming_node_and_stage(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami)
     installed_cluster(kube)
     write_credentials(example_dir / "bmc-admin.yaml", password="wrong-password")  # noqa: S106 - a test value
@@ -223,7 +239,8 @@ def test_a_bmc_refusing_the_login_is_exit_1_naming_node_and_stage(
 
 
 def test_the_gpu_step_needs_day_1s_gpu_operator_and_says_so(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami)
     installed_cluster(kube)
     kubelet_joins(kube, ami)
@@ -234,7 +251,8 @@ def test_the_gpu_step_needs_day_1s_gpu_operator_and_says_so(
 
 
 def test_dry_run_checks_the_cluster_and_says_what_would_change_but_writes_pushes_boots_nothing(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami)
     installed_cluster(kube)
     before, out_before = snapshot(site.root), snapshot(site.out)
@@ -247,3 +265,40 @@ def test_dry_run_checks_the_cluster_and_says_what_would_change_but_writes_pushes
     assert "tftp/grub.cfg-01-b8-ce-f6-10-33-48" in err
     assert snapshot(site.root) == before and snapshot(site.out) == out_before
     assert ami.state.resets == [] and ami.state.patches == []
+
+
+def test_one_cluster_approves_the_new_dgxs_csrs_and_verifies_its_gpus(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake) -> None:
+    """Day 2 in ONE fake cluster: the GPU operators `upi gpu` installed, CSRs, the GPU step."""
+    site: Site = pushed_site_with_bmc(runner, tmp_path, example_dir, tls, ami)
+    cluster = start_cluster(tmp_path)
+    try:
+        day1 = runner.invoke(app, gpu_args(site.inventory, cluster, timeout="1"))
+        assert day1.exit_code == 0, day1.output
+        api = cluster.api
+        assert api.get("nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy") is not None
+        api.set_cluster_version(available=True, version=cluster.version)
+        api.add_secret("openshift-machine-api", "worker-user-data-managed", {"userData": pointer(api.ca_pem)})
+        write_new_worker(site, gpus=8)
+        writes = len([r for r in api.requests if r[0] in ("PATCH", "PUT", "POST", "DELETE")])
+        kubelet_joins(api, ami, register=lambda: cluster.join(SimNode("worker-2", 8)))
+
+        res = add(runner, site, api, "--json", "--timeout", "60s", gpu=True)
+
+        assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+        doc = json.loads(res.stdout)  # type: ignore[attr-defined]
+        node = doc["nodes"][0]
+        assert (node["name"], node["stage"], node["ready"]) == ("worker-2", "done", True)
+        assert node["gpu"] == "verified"
+        assert doc["left_pending"] == ["client-intruder-9"]
+        assert api.approved() == {"client-worker-2"} and api.conditions("client-intruder-9") == []
+        labels = api.get("v1", "Node", "worker-2")["metadata"]["labels"]  # type: ignore[index]
+        assert labels["nvidia.com/gpu.present"] == "true"  # the operators acted on the new node
+        # Nothing cluster-wide re-applied: the day-2 writes are the CSR approval, validation pods
+        # and the Nodes' records, never an operator, policy or NFD object.
+        after = [r for r in api.requests if r[0] in ("PATCH", "PUT", "POST", "DELETE")][writes:]
+        assert any(r[1].endswith("/client-worker-2/approval") for r in after), after
+        assert all(r[1].endswith("/approval") or "/pods" in r[1] or "/nodes/" in r[1] for r in after), after
+    finally:
+        cluster.stop()
+    assert cluster.api.schema_violations == [] and cluster.api.controller_errors == []

@@ -1,6 +1,6 @@
 """`upi nodes remove`: cordon, drain through the Eviction API, delete the Node, power off, forget it.
 
-The cluster is the FAKE API server (tests/fake_kube.py: pods, PodDisruptionBudgets, the eviction
+The cluster is the FAKE API server (tests/fake_apiserver.py: pods, PodDisruptionBudgets, the eviction
 subresource answering 429 while a budget blocks); the BMC is the DGX (AMI) fake.
 """
 
@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from pushkit import Site
 from redfish_support import AmiFake, Tls, pushed_site_with_bmc
 from test_nodes_add import installed_cluster
@@ -21,7 +21,7 @@ from upi.cli import app
 
 
 def cluster_with_work(runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
-                      kube: FakeKube, *, allowed: int) -> Site:
+                      kube: FakeApiServer, *, allowed: int) -> Site:
     """worker-0 installed and running: a web pod under a PDB, a DaemonSet pod, a pod with emptyDir."""
     site: Site = pushed_site_with_bmc(runner, tmp_path, example_dir, tls, ami)
     assert runner.invoke(app, ["render", str(site.inventory), "-o", str(site.out),
@@ -36,21 +36,21 @@ def cluster_with_work(runner: CliRunner, tmp_path: Path, example_dir: Path, tls:
     return site
 
 
-def remove(runner: CliRunner, site: Site, kube: FakeKube, *extra: str) -> object:
+def remove(runner: CliRunner, site: Site, kube: FakeApiServer, *extra: str) -> object:
     return runner.invoke(app, ["nodes", "remove", str(site.inventory), "worker-0", "-o", str(site.out),
                                "--kubeconfig", str(kube.kubeconfig), "--poll", "0.1", *extra])
 
 
 def test_remove_waits_out_a_pdb_then_deletes_powers_off_and_forgets_the_node(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = cluster_with_work(runner, tmp_path, example_dir, tls, ami, kube, allowed=0)
 
     def budget_frees_up() -> None:  # another replica becomes ready: the PDB allows one disruption
         end = time.monotonic() + 30
         while not any(code == 429 for *_, code in kube.evictions) and time.monotonic() < end:
             time.sleep(0.02)
-        with kube.lock:
-            kube.pdbs[("apps", "web")]["status"]["disruptionsAllowed"] = 1
+        kube.set_status("policy/v1", "PodDisruptionBudget", "web", "apps", {"disruptionsAllowed": 1})
 
     threading.Thread(target=budget_frees_up, daemon=True).start()
     res = remove(runner, site, kube, "--json", "--drain-timeout", "30s")
@@ -73,7 +73,8 @@ def test_remove_waits_out_a_pdb_then_deletes_powers_off_and_forgets_the_node(
 
 
 def test_a_drain_a_pdb_blocks_past_the_timeout_is_exit_1_naming_the_pod(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = cluster_with_work(runner, tmp_path, example_dir, tls, ami, kube, allowed=0)
     res = remove(runner, site, kube, "--drain-timeout", "1s")
     assert res.exit_code == 1, res.output  # type: ignore[attr-defined]
@@ -84,7 +85,7 @@ def test_a_drain_a_pdb_blocks_past_the_timeout_is_exit_1_naming_the_pod(
 
 
 def test_dry_run_changes_nothing(runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls,
-                                 ami: AmiFake, kube: FakeKube) -> None:
+                                 ami: AmiFake, kube: FakeApiServer) -> None:
     site = cluster_with_work(runner, tmp_path, example_dir, tls, ami, kube, allowed=1)
     res = remove(runner, site, kube, "--dry-run", "--json")
     assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
@@ -93,14 +94,15 @@ def test_dry_run_changes_nothing(runner: CliRunner, tmp_path: Path, example_dir:
     assert ami.state.resets == [] and ami.state.power == "On"
 
 
-def test_a_master_is_refused(runner: CliRunner, example_dir: Path, kube: FakeKube) -> None:
+def test_a_master_is_refused(runner: CliRunner, example_dir: Path, kube: FakeApiServer) -> None:
     res = runner.invoke(app, ["nodes", "remove", str(example_dir / "dgxpod.yaml"), "master-0",
                               "--kubeconfig", str(kube.kubeconfig)])
     assert res.exit_code == 2 and "master-0 is a master" in res.stderr
 
 
 def test_after_remove_and_the_inventory_edit_render_and_push_drop_its_entries(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     import yaml
 
     site = cluster_with_work(runner, tmp_path, example_dir, tls, ami, kube, allowed=1)

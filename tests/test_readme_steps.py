@@ -12,7 +12,7 @@ from the inventory, so nothing in any command line is rewritten. What answers th
   as the hypervisor;
 - fakes: the FAKE openshift-install (tests/fakes), the machine config server behind the
   real HAProxy (tests/wait_support.FakeMcs on the bootstrap's address), the Kubernetes API
-  (tests/fake_kube for the install, tests/fake_gpu for `upi gpu`), the DGXs' BMCs (the
+  (tests/fake_apiserver for the install, tests/fake_gpu for `upi gpu`), the DGXs' BMCs (the
   AMI fake and the real sushy-tools emulator).
 
 The lab's inventory differs from README's example only in where the site's files live
@@ -42,8 +42,8 @@ import realnginx
 import yaml
 from bootvms_support import node_uri, require_libvirt, shut_off
 from conftest import ROOT, require, require_root
+from fake_apiserver import FakeApiServer
 from fake_gpu import FakeGpuCluster
-from fake_kube import FakeKube
 from gpu_support import sim_nodes
 from pxe_harness import Lab
 from redfish_support import AmiFake, Emulator, fake_system, make_tls, write_credentials
@@ -181,7 +181,7 @@ class Peers:
 
     ami: AmiFake
     emulator: Emulator
-    kube: FakeKube
+    kube: FakeApiServer
 
 
 def _start_peers(lab: Lab, tmp_path: Path, site: Path, stack: contextlib.ExitStack) -> Peers:
@@ -192,7 +192,7 @@ def _start_peers(lab: Lab, tmp_path: Path, site: Path, stack: contextlib.ExitSta
     emulator: Emulator = lab.inside(lambda: Emulator(tmp_path / "emulator",
                                                      [fake_system(UUID, "dgx-b", power="Off")], tls))
     stack.callback(emulator.stop)
-    kube: FakeKube = lab.inside(lambda: FakeKube(tmp_path / "kube").start())
+    kube: FakeApiServer = lab.inside(lambda: FakeApiServer(tmp_path / "kube").start())
     stack.callback(kube.stop)
     bmc = {"verify_tls": str(tls.ca_file), "timeout": 5.0}
     lab_inventory(tmp_path / "home", site, {

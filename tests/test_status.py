@@ -21,7 +21,7 @@ import yaml
 from bootvms_support import node_uri, require_libvirt, shut_off
 from conftest import inventory_path, require, require_root
 from csr_cases import client, serving
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from pushkit import Sshd
 from pxe_harness import Lab
 from status_support import spawn
@@ -319,7 +319,7 @@ def test_only_the_tail_of_a_log_is_read(nginx_logs: Path, sshd: Sshd, tmp_path: 
 
 @pytest.fixture
 def fake(tmp_path):
-    server = FakeKube(tmp_path / "assets").start()
+    server = FakeApiServer(tmp_path / "assets").start()
     yield server
     server.stop()
 
@@ -386,7 +386,7 @@ def test_unreachable_api_is_reported_and_the_logs_still_shown(runner, tmp_path) 
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     kube = tmp_path / "kubeconfig"
-    fake = FakeKube(tmp_path / "other")  # never started: a kubeconfig pointing at nothing
+    fake = FakeApiServer(tmp_path / "other")  # never started: a kubeconfig pointing at nothing
     kube.write_text(fake.kubeconfig.read_text().replace(fake.url, f"https://127.0.0.1:{port}"))
     result, doc = _status(runner, "--kubeconfig", str(kube), "--dnsmasq-log", os.devnull, "--json")
     assert result.exit_code == 0, result.output

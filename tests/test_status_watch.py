@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import inventory_path
 from csr_cases import client
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from status_support import Upi, spawn
 
 from upi.installed import Installed, save_record
@@ -31,13 +31,13 @@ def out(tmp_path: Path) -> Path:
     return out
 
 
-def watch(kube: FakeKube, out: Path, *extra: str, tty: bool) -> Upi:
+def watch(kube: FakeApiServer, out: Path, *extra: str, tty: bool) -> Upi:
     return spawn(["status", INVENTORY, "--kubeconfig", str(kube.kubeconfig), "-o", str(out),
                   "--dnsmasq-log", os.devnull, "--watch", "--interval", "0.2", *extra],
                  tty=tty, env={"KUBECONFIG": ""})
 
 
-def test_watch_ends_by_itself_when_every_node_is_done(kube: FakeKube, out: Path) -> None:
+def test_watch_ends_by_itself_when_every_node_is_done(kube: FakeApiServer, out: Path) -> None:
     for name in ("cp-0", "cp-1"):
         kube.add_node(name, ready=True)
     kube.add_node("cp-2", ready=False)
@@ -55,7 +55,7 @@ def test_watch_ends_by_itself_when_every_node_is_done(kube: FakeKube, out: Path)
 
 
 @pytest.mark.parametrize("tty", [True, False], ids=["terminal", "pipe"])
-def test_ctrl_c_ends_a_watch_cleanly_with_the_last_looks_status(kube: FakeKube, out: Path,
+def test_ctrl_c_ends_a_watch_cleanly_with_the_last_looks_status(kube: FakeApiServer, out: Path,
                                                                  tty: bool) -> None:
     kube.add_node("cp-0", ready=True)
     csr = client("cp-1")
@@ -74,7 +74,7 @@ def test_ctrl_c_ends_a_watch_cleanly_with_the_last_looks_status(kube: FakeKube, 
     assert "Aborted" not in everything  # click's own Ctrl-C ending is not reached
 
 
-def test_watch_json_is_one_clean_document_per_line_even_after_ctrl_c(kube: FakeKube, out: Path) -> None:
+def test_watch_json_is_one_clean_document_per_line_even_after_ctrl_c(kube: FakeApiServer, out: Path) -> None:
     upi = watch(kube, out, "--json", tty=False)
     upi.until(lambda: upi.text().count("\n") >= 2, "two looks")
     upi.proc.send_signal(signal.SIGINT)
@@ -92,7 +92,7 @@ def test_ctrl_c_during_the_first_look_exits_130(tmp_path: Path, out: Path) -> No
     silent.bind(("127.0.0.1", 0))
     silent.listen(1)
     silent.settimeout(60)
-    kube = FakeKube(tmp_path / "never")  # never started: only its kubeconfig's shape is used
+    kube = FakeApiServer(tmp_path / "never")  # never started: only its kubeconfig's shape is used
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(kube.kubeconfig.read_text().replace(
         kube.url, f"https://127.0.0.1:{silent.getsockname()[1]}"))

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import require
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from pushkit import Site, make_site
 from redfish_support import PASSWORD, AmiFake, Emulator, Silent, Tls, fake_system, write_credentials
 from typer.testing import CliRunner
@@ -52,7 +52,7 @@ class MetalSite:
     site: Site
     assets: Path
     mcs: FakeMcs
-    kube: FakeKube
+    kube: FakeApiServer
     release: Path  # the FAKE installer's "slow" waits end when this file exists
 
     def wait(self, runner: CliRunner, *extra: str) -> Any:
@@ -73,7 +73,7 @@ def _booted_disk(text: str) -> bool:
 
 
 @pytest.fixture
-def build(runner: CliRunner, tmp_path: Path, example_dir: Path, kube: FakeKube, tls: Tls,
+def build(runner: CliRunner, tmp_path: Path, example_dir: Path, kube: FakeApiServer, tls: Tls,
           monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[dict[str, dict[str, Any]]], MetalSite]]:
     """A site whose nodes have the given `bmc:` sections: rendered, ignition made, pushed; MCS up."""
     servers: list[FakeMcs] = []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import inventory_path, table_row
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from wait_support import installer_log, make_assets, script, state, wait_args
 
 from upi.cli import app
@@ -29,7 +29,7 @@ def assets(runner, tmp_path: Path) -> Path:
     return make_assets(runner, INVENTORY, tmp_path)
 
 
-def wait(runner, assets: Path, kube: FakeKube, *extra: str):
+def wait(runner, assets: Path, kube: FakeApiServer, *extra: str):
     return runner.invoke(app, wait_args(INVENTORY, assets, kube, *LIGHT, *extra))
 
 

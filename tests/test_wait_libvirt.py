@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import inventory_path
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from wait_support import installer_log, make_assets, script, state, wait_args
 
 from upi.cli import app
@@ -50,7 +50,7 @@ def _record(assets: Path, *stages: str) -> None:
     (("--connect", "qemu:///system"), (RESTART, DESTROY)),  # another hypervisor is still libvirt
 ])
 def test_vm_nodes_without_libvirt_python_are_refused_before_anything_runs(
-        runner, tmp_path: Path, kube: FakeKube, monkeypatch, flags: tuple[str, ...],
+        runner, tmp_path: Path, kube: FakeApiServer, monkeypatch, flags: tuple[str, ...],
         work: tuple[str, ...]) -> None:
     assets = make_assets(runner, INVENTORY, tmp_path)
     script(monkeypatch, tmp_path)
@@ -61,7 +61,7 @@ def test_vm_nodes_without_libvirt_python_are_refused_before_anything_runs(
     assert state(assets) == set()
 
 
-def test_the_refusal_is_one_json_error_under_json(runner, tmp_path: Path, kube: FakeKube,
+def test_the_refusal_is_one_json_error_under_json(runner, tmp_path: Path, kube: FakeApiServer,
                                                   monkeypatch) -> None:
     assets = make_assets(runner, INVENTORY, tmp_path)
     script(monkeypatch, tmp_path)
@@ -72,7 +72,7 @@ def test_the_refusal_is_one_json_error_under_json(runner, tmp_path: Path, kube: 
 
 
 def test_resumed_after_bootstrap_complete_only_the_bootstrap_vm_needs_libvirt(
-        runner, tmp_path: Path, kube: FakeKube, monkeypatch) -> None:
+        runner, tmp_path: Path, kube: FakeApiServer, monkeypatch) -> None:
     assets = make_assets(runner, INVENTORY, tmp_path)
     script(monkeypatch, tmp_path)
     _record(assets, "bootstrap_complete")  # the shepherd's work is over; the removal is not
@@ -82,7 +82,7 @@ def test_resumed_after_bootstrap_complete_only_the_bootstrap_vm_needs_libvirt(
 
 
 def test_resumed_after_the_bootstrap_is_removed_nothing_needs_libvirt(
-        runner, tmp_path: Path, kube: FakeKube, monkeypatch) -> None:
+        runner, tmp_path: Path, kube: FakeApiServer, monkeypatch) -> None:
     assets = make_assets(runner, INVENTORY, tmp_path)
     script(monkeypatch, tmp_path)
     _record(assets, "bootstrap_complete", "bootstrap_removed")
@@ -93,7 +93,7 @@ def test_resumed_after_the_bootstrap_is_removed_nothing_needs_libvirt(
 
 
 @pytest.mark.parametrize("flags", [("--no-vms", "--keep-bootstrap"), ("--no-vms",)])
-def test_no_vms_says_the_vms_are_handled_elsewhere(runner, tmp_path: Path, kube: FakeKube, monkeypatch,
+def test_no_vms_says_the_vms_are_handled_elsewhere(runner, tmp_path: Path, kube: FakeApiServer, monkeypatch,
                                                    flags: tuple[str, ...]) -> None:
     assets = make_assets(runner, INVENTORY, tmp_path)
     # The bootstrap fails at once: the run got past its start; nothing was removed.
@@ -105,7 +105,7 @@ def test_no_vms_says_the_vms_are_handled_elsewhere(runner, tmp_path: Path, kube:
 
 
 def test_a_control_plane_of_metal_needs_no_libvirt(runner, tmp_path: Path, example_dir: Path,
-                                                   kube: FakeKube, monkeypatch) -> None:
+                                                   kube: FakeApiServer, monkeypatch) -> None:
     inventory = example_dir / "dgxpod.yaml"
     doc = yaml.safe_load(inventory.read_text())
     for node in doc["nodes"]:
@@ -120,7 +120,7 @@ def test_a_control_plane_of_metal_needs_no_libvirt(runner, tmp_path: Path, examp
 
 
 def test_a_metal_bootstrap_with_vm_masters_needs_libvirt_for_the_masters_only(
-        runner, tmp_path: Path, example_dir: Path, kube: FakeKube, monkeypatch) -> None:
+        runner, tmp_path: Path, example_dir: Path, kube: FakeApiServer, monkeypatch) -> None:
     inventory = example_dir / "dgxpod.yaml"
     doc = yaml.safe_load(inventory.read_text())
     doc["nodes"][0]["machine"] = "metal"

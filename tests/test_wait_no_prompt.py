@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from bootvms_support import require_libvirt
 from conftest import require
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from status_support import spawn
 from wait_support import make_assets, script, wait_args
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("fake_openshift_install")
 
 
 def test_the_shepherd_fails_on_an_unknown_host_key_without_asking(
-        runner, tmp_path: Path, example_dir: Path, sshd, kube: FakeKube, monkeypatch) -> None:
+        runner, tmp_path: Path, example_dir: Path, sshd, kube: FakeApiServer, monkeypatch) -> None:
     require_libvirt()
     require("ssh")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # an empty ~/.ssh: the host key is unknown

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from csr_cases import client
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from status_support import Upi, spawn
 from wait_support import make_assets, script, wait_args
 
@@ -50,13 +50,13 @@ def dnsmasq_says(log: Path, line: str) -> None:
         fh.write(f"{_stamp()} {line}\n")
 
 
-def start(inv: Path, assets: Path, kube: FakeKube, *extra: str, tty: bool) -> Upi:
+def start(inv: Path, assets: Path, kube: FakeApiServer, *extra: str, tty: bool) -> Upi:
     # --no-approve: the CSR stays pending, so only the test moves the node on.
     return spawn(wait_args(inv, assets, kube, "--keep-bootstrap", "--no-vms", "--no-metal", "--no-approve",
                            "--status-every", "0.2", *extra), tty=tty, env={"KUBECONFIG": ""})
 
 
-def move_node_along(upi: Upi, inv: Path, log: Path, kube: FakeKube, seen: str = "") -> None:
+def move_node_along(upi: Upi, inv: Path, log: Path, kube: FakeApiServer, seen: str = "") -> None:
     """DHCP, PXE file, client CSR, Ready: each one shown before the next happens.
 
     `seen` is where to look: "" the lines into a pipe, else the live table's text for the node.

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from wait_support import make_assets, script, wait_args
 
 pytestmark = pytest.mark.usefixtures("fake_openshift_install")
@@ -52,7 +52,8 @@ LIBRARIES = ("upi", "asyncio", "lightkube", "httpx", "httpx2", "httpcore", "anyi
 
 @pytest.mark.parametrize("status_every", ["0.2", "0"])  # with the status reader and without it
 def test_helper_threads_find_every_library_imported(runner, tmp_path: Path, example_dir: Path,
-                                                    kube: FakeKube, monkeypatch, status_every: str) -> None:
+                                                    kube: FakeApiServer, monkeypatch,
+                                                    status_every: str) -> None:
     inv = example_dir / "dgxpod.yaml"
     assets = make_assets(runner, inv, tmp_path)
     script(monkeypatch, tmp_path, bootstrap_complete=["slow"], install_complete=["ok"])

@@ -16,7 +16,7 @@ import pytest
 from certs import Issued, TlsHttpServer, issue
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 
 from upi.cli import app
 
@@ -39,7 +39,7 @@ def script(monkeypatch: pytest.MonkeyPatch, root: Path, **outcomes: list[str]) -
     return plan
 
 
-def wait_args(inventory: Path, assets: Path, kube: FakeKube, *extra: str) -> list[str]:
+def wait_args(inventory: Path, assets: Path, kube: FakeApiServer, *extra: str) -> list[str]:
     """`upi wait` with a fast retry and the fake API server's kubeconfig."""
     return ["wait", str(inventory), "--dir", str(assets), "--kubeconfig", str(kube.kubeconfig),
             "--retry-pause", "0", *extra]
