@@ -154,3 +154,20 @@ def test_render_with_an_override_the_crd_lacks_writes_nothing(runner, tmp_path: 
     assert result.exit_code == 2
     assert "rdmaSharedDevicePlugin.selectors: the NicClusterPolicy CRD" in " ".join(result.output.split())
     assert "Traceback" not in result.output and not out.exists()
+
+
+def test_the_verification_plan_comes_from_the_inventory(tmp_path: Path) -> None:
+    from upi.gpu.rdma import verify_plan
+    from upi.inventory import load_inventory
+
+    roce = "rdma: {interfaces: [ens1f0np0], link_type: ethernet, node_interface: eno1}"
+    extra = ("network_operator:\n  resource_name: fabric\n  bandwidth: {image: example.com/perftest:1, "
+             "min_gbps: 180}\n  secondary_network: {namespace: training}\n"
+             "gpu_pool:\n  taint: {key: example.com/dgx, effect: NoSchedule}\n")
+    plan = verify_plan(load_inventory(rdma_inventory(tmp_path, extra, w1=roce), check_files=False))
+    assert [(t.node, t.fabric, t.resource, t.network) for t in plan.targets] == [
+        ("worker-0", "infiniband", "rdma/fabric", "training/rdma-ipoib"),
+        ("worker-1", "ethernet", "rdma/fabric", "training/rdma-macvlan")]
+    assert (plan.namespace, plan.image, plan.min_gbps) == ("training", "example.com/perftest:1", 180.0)
+    assert (plan.gpu_namespace, plan.network_namespace) == ("nvidia-gpu-operator", "nvidia-network-operator")
+    assert {"key": "example.com/dgx", "operator": "Exists", "effect": "NoSchedule"} in plan.tolerations

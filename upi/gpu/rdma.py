@@ -18,6 +18,7 @@ Facts: Mellanox/network-operator api/v1alpha1/nicclusterpolicy_types.go
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from upi.gpu.install import OLM, apply_all, choose, example_of, install_operator, operator_objects
 from upi.gpu.kube import Kube, describe
@@ -28,6 +29,9 @@ from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
 from upi.inventory.gpu import settings
 from upi.inventory.model import Inventory
 from upi.inventory.rdma import rdma_nodes
+
+if TYPE_CHECKING:
+    from upi.gpu.rdma_verify import RdmaPlan
 
 STAGE = "Network Operator"
 NIC_DRIVER_LABELS = {"nvidia.com/ofed-driver": ""}
@@ -240,3 +244,25 @@ def rdma_for_nodes(kube: Kube, inv: Inventory, names: list[str], clock: Clock, r
                 "node, then switches GPUDirect on (the GPU driver pods restart)"))
     install_network(kube, inv, clock, [], reporter, nodes=new)
     wait_peermem(kube, inv, settings(inv).operator_namespace, clock, only=new)
+
+
+def verify_plan(inv: Inventory) -> RdmaPlan:
+    """The verification's input (upi.gpu.rdma_verify) from the inventory's rdma: and network_operator:.
+
+    Targets in inventory order (the ring's order), each with its fabric, the
+    device plugin's resource and its fabric's secondary network; the test pods
+    run in the networks' namespace, tolerate the GPU pool's taint.
+    """
+    from upi.gpu.pool import pod_tolerations
+    from upi.gpu.rdma_verify import RdmaPlan, RdmaTarget
+    from upi.inventory.rdma import operator_settings
+
+    op = operator_settings(inv)
+    sec = op.secondary_network
+    targets = tuple(
+        RdmaTarget(node=n.name, fabric=n.rdma.link_type, resource=f"rdma/{op.resource_name}",
+                   network=f"{sec.namespace}/{getattr(sec, n.rdma.link_type).name}")
+        for n in rdma_nodes(inv) if n.rdma is not None)
+    return RdmaPlan(targets=targets, namespace=sec.namespace, image=op.bandwidth.image,
+                    min_gbps=float(op.bandwidth.min_gbps), tolerations=tuple(pod_tolerations(inv)),
+                    gpu_namespace=settings(inv).operator_namespace, network_namespace=op.namespace)
