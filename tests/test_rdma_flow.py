@@ -274,3 +274,18 @@ def test_a_channel_the_catalog_lacks_names_the_inventory_key(runner, tmp_path: P
     assert diag["object"] == "PackageManifest openshift-marketplace/nvidia-network-operator"
     assert diag["problem"] == "no channel 'v99.9' (channels: stable, v26.4)"
     assert diag["fix"] == "set network_operator.channel to one of those"
+
+
+def test_the_live_panel_shows_the_network_operator_stage_skipped_without_rdma() -> None:
+    import io
+
+    from upi.gpu.display import GpuDisplay
+
+    display = GpuDisplay(live=False, out=io.StringIO())
+    for stage in ("pre-flight", "GPU pool", "NFD operator", "GPU operator", "operands"):
+        display.stage(stage, "started")
+        display.stage(stage, "done")
+    assert display.states["Network Operator"] == "pending"
+    display.stage("ClusterPolicy ready", "started")
+    assert display.states["Network Operator"] == "skipped"
+    assert display.states["verify nodes"] == "pending"
