@@ -171,3 +171,15 @@ def test_the_verification_plan_comes_from_the_inventory(tmp_path: Path) -> None:
     assert (plan.namespace, plan.image, plan.min_gbps) == ("training", "example.com/perftest:1", 180.0)
     assert (plan.gpu_namespace, plan.network_namespace) == ("nvidia-gpu-operator", "nvidia-network-operator")
     assert {"key": "example.com/dgx", "operator": "Exists", "effect": "NoSchedule"} in plan.tolerations
+
+
+def test_the_bandwidth_image_is_among_the_images_to_mirror(tmp_path: Path) -> None:
+    from upi.inventory import load_inventory
+    from upi.mirror.imageset import additional_images
+
+    inv = load_inventory(rdma_inventory(tmp_path, "network_operator:\n  bandwidth: {image: "
+                                                  "example.com/perftest:cuda12}\n"), check_files=False)
+    assert "example.com/perftest:cuda12" in [n.image for n in additional_images(inv)]
+    (tmp_path / "plain").mkdir()
+    plain = load_inventory(rdma_inventory(tmp_path / "plain", w0="", w1=""), check_files=False)
+    assert all("perftest" not in n.image for n in additional_images(plain))

@@ -52,8 +52,14 @@ def additional_images(inv: Inventory) -> list[Needed]:
     gpu = settings(inv)
     # upi's NodeFeatureDiscovery names the operand by tag, which the catalog's
     # relatedImages (by digest) do not carry: mirrored on its own.
-    return [Needed(nfd_operand_image(inv), "NFD operand (spec.operand.image of nfd-instance)"),
-            Needed(gpu.validation.image, "GPU validation pod (gpu.validation.image)")]
+    out = [Needed(nfd_operand_image(inv), "NFD operand (spec.operand.image of nfd-instance)"),
+           Needed(gpu.validation.image, "GPU validation pod (gpu.validation.image)")]
+    if any(n.rdma is not None for n in inv.nodes):  # the RDMA bandwidth test's pods (docs/rdma.md)
+        from upi.inventory.rdma import operator_settings
+
+        out.append(Needed(operator_settings(inv).bandwidth.image,
+                          "RDMA bandwidth test pods (network_operator.bandwidth.image)"))
+    return out
 
 
 def operator_packages(inv: Inventory) -> list[tuple[str, str, str | None]]:
