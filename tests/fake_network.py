@@ -83,7 +83,6 @@ class FakeNetworkOperator:
     link: dict[str, str] = field(default_factory=dict)  # node -> infiniband | ether (default infiniband)
     failing: dict[str, str] = field(default_factory=dict)  # node -> the driver build's error output
     hanging: set[str] = field(default_factory=set)  # nodes whose driver never gets ready
-    applied: list[Obj] = field(default_factory=list)  # every NicClusterPolicy spec the operator acted on
 
     def driver_ready(self, node: str) -> bool:
         """Whether the NIC driver is loaded on the node (the GPU driver's peermem container waits for it)."""
@@ -105,8 +104,6 @@ class FakeNetworkOperator:
         ns = csv["metadata"]["namespace"]
         policy = self.api.get(MELLANOX, "NicClusterPolicy", NIC_POLICY)
         if policy is not None:
-            if not self.applied or self.applied[-1] != policy["spec"]:
-                self.applied.append(copy.deepcopy(policy["spec"]))
             self._policy(ns, policy)
         for kind, key in (("IPoIBNetwork", "ipoibNetworkAttachmentDef"),
                           ("MacvlanNetwork", "macvlanNetworkAttachmentDef")):
