@@ -128,6 +128,12 @@ KINDS = [
     Kind("packages.operators.coreos.com", "v1", "PackageManifest", "packagemanifests", True),
     Kind("nfd.openshift.io", "v1", "NodeFeatureDiscovery", "nodefeaturediscoveries", True),
     Kind("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies", False),
+    # The NVIDIA Network Operator's CRDs (tests/data/network/): all cluster-scoped, with /status.
+    Kind("mellanox.com", "v1alpha1", "NicClusterPolicy", "nicclusterpolicies", False),
+    Kind("mellanox.com", "v1alpha1", "NicNodePolicy", "nicnodepolicies", False),
+    Kind("mellanox.com", "v1alpha1", "HostDeviceNetwork", "hostdevicenetworks", False),
+    Kind("mellanox.com", "v1alpha1", "IPoIBNetwork", "ipoibnetworks", False),
+    Kind("mellanox.com", "v1alpha1", "MacvlanNetwork", "macvlannetworks", False),
     Kind("machineconfiguration.openshift.io", "v1", "MachineConfigPool", "machineconfigpools", False),
     Kind("machineconfiguration.openshift.io", "v1", "MachineConfig", "machineconfigs", False, False),
     Kind("machineconfiguration.openshift.io", "v1", "KubeletConfig", "kubeletconfigs", False),

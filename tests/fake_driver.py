@@ -18,6 +18,15 @@ Upstream, NVIDIA/gpu-operator:
 - The driver image is the CSV's related image `driver-image` unless the ClusterPolicy names
   `driver.repository`/`image`/`version`.
 
+With `driver.rdma.enabled` the DaemonSet also runs `nvidia-peermem-ctr` (assets/state-driver/
+0500_daemonset.yaml: command `nvidia-driver`, args `reload_nvidia_peermem`, probed by
+`nvidia-driver probe_nvidia_peermem`; controllers/object_controls.go
+transformPeerMemoryContainer removes it when RDMA is off). Its script
+(NVIDIA/gpu-driver-container rhel9/nvidia-driver, reload_nvidia_peermem) waits for the NIC
+driver's `/run/mellanox/drivers/.driver-ready` ("waiting for mellanox ofed and nvidia drivers to
+be installed"), then loads the module ("successfully loaded nvidia-peermem module, now waiting
+for signal"); until then the container is not ready, nor is the driver pod.
+
 What the containers log follows NVIDIA/gpu-driver-container: rhel9/ocp_dtk_entrypoint
 (`dtk-build-driver` in openshift-driver-toolkit-ctr builds and says "NVIDIA drivers generated";
 `nv-ctr-run-with-dtk` in nvidia-driver-ctr waits for that, then runs `nvidia-driver load`) and
@@ -58,6 +67,9 @@ DRIVER_LOAD = "openshift-driver-toolkit-ctr started.\n#\n# Executing nvidia-driv
 DRIVER_LOADED = (
     "+ modprobe nvidia-uvm\n+ modprobe nvidia-modeset\n+ set +o xtrace -o nounset\n"
     "Starting NVIDIA persistence daemon...\nMounting NVIDIA driver rootfs...\nDone, now waiting for signal\n")
+PEERMEM = "nvidia-peermem-ctr"
+PEERMEM_WAITS = "waiting for mellanox ofed and nvidia drivers to be installed\n"
+PEERMEM_LOADED = "successfully loaded nvidia-peermem module, now waiting for signal\n"
 DTK_WAITS_FOR_SHARED_DIR = "Waiting for nvidia-driver-ctr container to prepare the shared directory ...\n"
 
 
@@ -74,8 +86,11 @@ def _suffix(*parts: str) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:5]
 
 
-def daemonset(ns: str, rhcos: str | None, image: str, dtk_image: str | None) -> Obj:
-    """The driver DaemonSet: per RHCOS version with the Driver Toolkit (`rhcos` set), else the plain one."""
+def daemonset(ns: str, rhcos: str | None, image: str, dtk_image: str | None, peermem: bool = False) -> Obj:
+    """The driver DaemonSet: per RHCOS version with the Driver Toolkit (`rhcos` set), else the plain one.
+
+    `peermem`: driver.rdma.enabled, the nvidia-peermem sidecar is in.
+    """
     name = f"nvidia-driver-daemonset-{rhcos}" if rhcos else "nvidia-driver-daemonset"
     labels = {"app": name, "nvidia.com/precompiled": "false", COMPONENT: "nvidia-driver"}
     template_labels = dict(labels)
@@ -91,6 +106,9 @@ def daemonset(ns: str, rhcos: str | None, image: str, dtk_image: str | None) -> 
                            "command": ["bash", "-xc"],
                            "args": [f"until [ -f {SHARED_DIR}/dir_prepared ]; do sleep 10; done; "
                                     f"exec {SHARED_DIR}/ocp_dtk_entrypoint dtk-build-driver"]})
+    if peermem:
+        containers.append({"name": PEERMEM, "image": image, "command": ["nvidia-driver"],
+                           "args": ["reload_nvidia_peermem"]})
     return {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": name, "namespace": ns, "labels": labels},
@@ -141,7 +159,7 @@ def _pulling(name: str, image: str) -> Obj:
 
 
 def run(pod: Obj, *, build_error: str | None, load_error: str | None, image_pull_fails: bool,
-        stalled: str | None) -> tuple[Obj, dict[str, str]]:
+        stalled: str | None, nic_driver_ready: bool | None = None) -> tuple[Obj, dict[str, str]]:
     """The pod's status and its containers' logs: what the real containers show in each case.
 
     `build_error`: the compiler's output (the build fails); `load_error`: modprobe's (the
@@ -193,6 +211,12 @@ def run(pod: Obj, *, build_error: str | None, load_error: str | None, image_pull
         statuses = [_crashing("nvidia-driver-ctr", drv_image) if failed
                     else _running("nvidia-driver-ctr", drv_image, stalled is None)]
         phase = "Running"
+    # nvidia-peermem-ctr loads once both drivers are: the NIC driver's flag and ours. `nic_driver_ready`
+    # None: the caller simulates that container itself (tests/fake_rdma.py).
+    if PEERMEM in containers and nic_driver_ready is not None:
+        loaded = nic_driver_ready and all(s["ready"] for s in statuses)
+        statuses.append(_running(PEERMEM, containers[PEERMEM], loaded))
+        logs[PEERMEM] = PEERMEM_WAITS + (PEERMEM_LOADED if loaded else "")
     ready = all(s["ready"] for s in statuses)
     status = {"phase": phase, "initContainerStatuses": init, "containerStatuses": statuses,
               "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}

@@ -22,6 +22,7 @@ import fake_images
 import yaml
 from fake_apiserver import FakeApiServer, Obj, now
 from fake_mco import FakeMco
+from fake_network import FakeNetworkOperator
 from fake_thanos import FakeThanos
 from kube_schema import csv as real_csv
 
@@ -102,8 +103,9 @@ class FakeGpuCluster:
         self.nodes = {n.name: n for n in nodes}
         self.version = version
         self.registry_storage = True
-        self.csv_succeeds = {"nfd": True, "gpu-operator-certified": True}
+        self.csv_succeeds = {"nfd": True, "gpu-operator-certified": True, "nvidia-network-operator": True}
         self.approved_plans: list[str] = []
+        self.peermem_restarts: list[str] = []  # GPU driver pods replaced because the rdma setting changed
         self.validation_pods: list[Obj] = []
         self.diag_pods: list[Obj] = []  # upi's DCGM diagnostic pods (`dcgmi diag`)
         self.most_validation_pods_at_once = 0  # upi's validation pods seen together in one tick
@@ -121,7 +123,13 @@ class FakeGpuCluster:
         # The operators' CRDs exist only once OLM has run their InstallPlans.
         self.api.withhold("nfd.openshift.io/v1", "NodeFeatureDiscovery")
         self.api.withhold("nvidia.com/v1", "ClusterPolicy")
-        self.api.controllers += [self.mco.tick, self._olm, self._nfd, self._gpu_operator, self._pods]
+        for kind in ("NicClusterPolicy", "NicNodePolicy", "HostDeviceNetwork", "IPoIBNetwork",
+                     "MacvlanNetwork"):
+            self.api.withhold("mellanox.com/v1alpha1", kind)
+        # The Network Operator (tests/fake_network.py) before the GPU Operator: peermem waits for its driver.
+        self.network = FakeNetworkOperator(self.api)
+        self.api.controllers += [self.mco.tick, self._olm, self._nfd, self.network.tick, self._gpu_operator,
+                                 self._pods]
 
     def start(self) -> FakeGpuCluster:
         self.api.start()
@@ -189,6 +197,9 @@ class FakeGpuCluster:
                 [("v26.3", "gpu-operator-certified.v26.3.1"), ("v26.7", "gpu-operator-certified.v26.7.0")],
                 "v26.3",
             ),
+            # tests/data/network/bundle-annotations.json: channels stable,v26.4, default stable.
+            ("nvidia-network-operator", [("stable", "nvidia-network-operator.v26.4.1"),
+                                         ("v26.4", "nvidia-network-operator.v26.4.1")], "stable"),
         ):
             source = "redhat-operators" if pkg == "nfd" else "certified-operators"
             put(
@@ -365,7 +376,7 @@ class FakeGpuCluster:
 
     def _progress_csv(self, csv: Obj) -> None:
         key = f"{csv['metadata']['namespace']}/{csv['metadata']['name']}"
-        package = "nfd" if csv["metadata"]["name"].startswith("nfd.") else "gpu-operator-certified"
+        package = csv["metadata"]["name"].split(".v")[0]
         age = self._csv_age.get(key, 0) + 1
         self._csv_age[key] = age
         phase = csv["status"]["phase"]
@@ -418,9 +429,15 @@ class FakeGpuCluster:
         for nfd in self.api.list("nfd.openshift.io/v1", "NodeFeatureDiscovery"):
             config = (nfd["spec"].get("workerConfig") or {}).get("configData")
             for sim in self.nodes.values():
+                if self.api.get("v1", "Node", sim.name) is None:
+                    continue  # not joined (yet): a node `upi nodes add` brings in later
                 # nfd-worker's system source publishes os-release's OSTREE_VERSION on RHCOS.
                 found = nfd_labels(config, sim.devices)
-                self._label(sim.name, {**found, fake_driver.OSTREE_LABEL: sim.rhcos})
+                # The system and kernel sources' labels (the Network Operator's driver selects by them).
+                system = {f"{NFD_PREFIX}system-os_release.ID": "rhcos",
+                          f"{NFD_PREFIX}system-os_release.VERSION_ID": self._os_version(),
+                          f"{NFD_PREFIX}kernel-version.full": KERNEL}
+                self._label(sim.name, {**found, **system, fake_driver.OSTREE_LABEL: sim.rhcos})
 
     def _label(self, name: str, labels: dict[str, str], allocatable: dict[str, str] | None = None) -> None:
         node = self.api.get("v1", "Node", name)
@@ -447,7 +464,8 @@ class FakeGpuCluster:
         ok = True
         for sim in self.nodes.values():
             node = self.api.get("v1", "Node", sim.name)
-            assert node is not None
+            if node is None:
+                continue  # not joined (yet)
             labels = node["metadata"].get("labels") or {}
             if not any(labels.get(k) == "true" for k in PCI_FORMS):
                 continue
@@ -522,6 +540,10 @@ class FakeGpuCluster:
             "Error: unable to reset GPU 0000:1b:00.0: In use by another client\n"
             "Changing the 'nvidia.com/mig.config.state' node label to 'failed'\n")
 
+    def _os_version(self) -> str:
+        major, minor = (int(x) for x in self.version.split(".")[:2])
+        return f"{major}.{minor}"
+
     def _os_tag(self) -> str:
         # The driver image's tag suffix by release (NVIDIA's OpenShift docs).
         major, minor = (int(x) for x in self.version.split(".")[:2])
@@ -540,16 +562,29 @@ class FakeGpuCluster:
         csv = next(c for c in self.api.list(OLM, "ClusterServiceVersion", ns)
                    if c["metadata"]["name"].startswith("gpu-operator-certified."))
         image = fake_driver.driver_image(policy, csv["spec"]["relatedImages"], self._os_tag())
-        ds = fake_driver.daemonset(ns, rhcos if dtk else None, image, DTK_IMAGE if dtk else None)
-        if self.api.get("apps/v1", "DaemonSet", ds["metadata"]["name"], ns) is None:
+        gpudirect = (policy["spec"].get("driver") or {}).get("rdma") or {}
+        rdma = gpudirect.get("enabled") is True
+        # useHostMofed: the host's own mlx5 driver, which the peermem script takes as loaded.
+        nic_ready = gpudirect.get("useHostMofed") is True or self.network.driver_ready(sim.name)
+        ds = fake_driver.daemonset(ns, rhcos if dtk else None, image, DTK_IMAGE if dtk else None,
+                                   peermem=rdma)
+        have = self.api.get("apps/v1", "DaemonSet", ds["metadata"]["name"], ns)
+        if have is None or have["spec"] != ds["spec"]:  # the operator keeps its DaemonSet as the policy says
             self.api.put(ds)
         ds = self.api.get("apps/v1", "DaemonSet", ds["metadata"]["name"], ns) or ds
         pod = fake_driver.pod_for(ds, sim.name)
         name = pod["metadata"]["name"]
         load_error = DRIVER_LOAD_FAIL if sim.secure_boot else sim.load_error
         st, logs = fake_driver.run(pod, build_error=sim.build_error, load_error=load_error,
-                                   image_pull_fails=sim.driver_image_pull, stalled=self._stalled())
-        if self.api.get("v1", "Pod", name, ns) is None:
+                                   image_pull_fails=sim.driver_image_pull, stalled=self._stalled(),
+                                   nic_driver_ready=nic_ready)
+        old = self.api.get("v1", "Pod", name, ns)
+        if old is not None and [c["name"] for c in old["spec"]["containers"]] != [
+                c["name"] for c in pod["spec"]["containers"]]:
+            self.api.delete("v1", "Pod", name, ns)  # a changed template: the DaemonSet replaces its pod
+            self.peermem_restarts.append(name)
+            old = None
+        if old is None:
             self.api.put(pod)
         current = self.api.get("v1", "Pod", name, ns) or {}
         if current.get("status") != st:

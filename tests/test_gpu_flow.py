@@ -89,13 +89,15 @@ def test_overrides_and_pinned_channel_reach_the_cluster(
     runner, tmp_path: Path, cluster: FakeGpuCluster
 ) -> None:
     extra = "gpu:\n  operator_channel: v26.7\n"
-    extra += "  cluster_policy: {mig.strategy: mixed, driver.rdma.enabled: true}\n"
+    # driver.rdma.enabled without rdma: nodes needs a host NIC driver (else the GPU driver pods wait).
+    extra += ("  cluster_policy: {mig.strategy: mixed, driver.rdma.enabled: true,"
+              " driver.rdma.useHostMofed: true}\n")
     result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, extra), cluster))
     assert result.exit_code == 0, result.output
     policy = cluster.api.get("nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy")
     assert policy is not None
     assert policy["spec"]["mig"] == {"strategy": "mixed"} and policy["spec"]["driver"]["rdma"] == {
-        "enabled": True
+        "enabled": True, "useHostMofed": True
     }
     csvs = [
         c["metadata"]["name"]

@@ -236,7 +236,9 @@ def test_a_cluster_without_registry_storage_stalls_the_driver_toolkit_build(runn
 
 def test_dry_run_on_an_installed_cluster_shows_the_operands_and_writes_nothing(
         runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
-    inv = gpu_inventory(tmp_path, "gpu:\n  cluster_policy: {driver.rdma.enabled: true}\n")
+    # rdma.enabled passed through needs a NIC driver: the host's here (the GPU driver pods wait for one).
+    policy = "{driver.rdma: {enabled: true, useHostMofed: true}}"
+    inv = gpu_inventory(tmp_path, f"gpu:\n  cluster_policy: {policy}\n")
     assert runner.invoke(app, gpu_args(inv, cluster)).exit_code == 0
     before = len(_writes(cluster))
     result = runner.invoke(app, gpu_args(inv, cluster, "--dry-run", "--json"))

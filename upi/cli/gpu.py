@@ -48,10 +48,14 @@ def gpu(
     apply: NFD, the GPU Operator (only the chosen CSV's InstallPlan is
     approved), the NodeFeatureDiscovery and the ClusterPolicy from the CSVs'
     examples plus the inventory's overrides, and each `mig_config` as the
-    node's nvidia.com/mig.config label. Then every `gpu: true` node must
-    show the NVIDIA PCI label, nvidia.com/gpu.present, its product and
-    allocatable nvidia.com/gpu equal to `gpus` (a MIG node: at least one MIG
-    device per GPU), and run one validation pod that logs the success line.
+    node's nvidia.com/mig.config label. With a DGX's `rdma:` the NVIDIA
+    Network Operator comes before the ClusterPolicy: its NicClusterPolicy
+    ready (the NIC driver loaded on every `rdma:` node), the fabric network,
+    then the ClusterPolicy with driver.rdma.enabled (docs/rdma.md). Then
+    every `gpu: true` node must show the NVIDIA PCI label,
+    nvidia.com/gpu.present, its product and allocatable nvidia.com/gpu equal
+    to `gpus` (a MIG node: at least one MIG device per GPU), and run one
+    validation pod that logs the success line.
     With gpu_pool.metrics on, the cluster's Prometheus (the Thanos querier
     route, TLS verified by the ingress CA) must hold a DCGM_FI_DEV_GPU_UTIL
     series for every GPU of every GPU node.

@@ -7,7 +7,9 @@ pool's role label, the pool's rollout onto it (it reboots into the tuned
 config), the taint; then it is judged as `upi gpu` judges every one
 (upi.gpu.verify: labels, allocatable, one validation pod) and diagnosed with
 DCGM at the configured level (upi.gpu.dcgm), each verdict recorded on its Node
-for `upi status`.
+for `upi status`. A new DGX with `rdma:` has the NicClusterPolicy
+applied again to name it, its NIC driver and nvidia-peermem waited for
+(upi.gpu.rdma.rdma_for_nodes).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from upi.errors import ClusterError
 from upi.gpu.kube import Kube
 from upi.gpu.objects import CLUSTER_POLICY
+from upi.gpu.rdma import rdma_for_nodes
 from upi.gpu.steps import Change, Clock, GpuFailed, Reporter
 from upi.gpu.verify import NodeResult, check_labels, record, run_validations
 from upi.inventory.gpu import settings
@@ -37,6 +40,10 @@ def verify_gpu_nodes(kube: Kube, inv: Inventory, names: Sequence[str], clock: Cl
         join_pool(kube, inv, gpu_names, clock, reporter)
     except GpuFailed as exc:
         raise ClusterError(f"stage gpu pool: {exc.diagnosis.object}: {exc.diagnosis.problem}") from None
+    try:  # GPUDirect RDMA for the new DGXs with rdma: (upi.gpu.rdma): their NIC driver, then peermem
+        rdma_for_nodes(kube, inv, sorted(gpu_names), clock, reporter)
+    except GpuFailed as exc:
+        raise ClusterError(f"stage gpu rdma: {exc.diagnosis.object}: {exc.diagnosis.problem}") from None
     results = list(check_labels(kube, inv, clock, gpu_names).values())
     ready = [r for r in results if not r.problem]
     if ready:

@@ -27,6 +27,10 @@ class GpuDisplay(LiveRegion):
     def stage(self, name: str, message: str) -> None:
         """A stage started, is done, or failed."""
         with self._lock:
+            if message == "started" and name in STAGES:  # a stage this run has not (Network Operator
+                for earlier in STAGES[:STAGES.index(name)]:  # without rdma:) shows as skipped
+                    if self.states.get(earlier) == "pending":
+                        self.states[earlier] = "skipped"
             self.states[name] = message
             self.current = name if message == "started" else self.current
         self._line(f"== {name}: {message}")
@@ -55,7 +59,7 @@ class GpuDisplay(LiveRegion):
         from rich.panel import Panel
         from rich.table import Table
 
-        marks = {"done": "[ok]", "started": "[..]", "failed": "[!!]", "pending": "[  ]"}
+        marks = {"done": "[ok]", "started": "[..]", "failed": "[!!]", "pending": "[  ]", "skipped": "[--]"}
         grid = Table.grid(padding=(0, 2))
         with self._lock:
             for name, state in self.states.items():

@@ -25,14 +25,16 @@ from upi.gpu.mig import mig_nodes, relabel, wait_mig
 from upi.gpu.objects import Obj, dump, packages
 from upi.gpu.pool import plan_pool, setup_pool
 from upi.gpu.preflight import Check, preflight
+from upi.gpu.rdma import apply_rdma_policy, install_network, plan_network, rdma_split, wait_peermem
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
 from upi.gpu.verify import NodeResult, check_labels, record, run_validations
 from upi.inventory.gpu import settings
 from upi.inventory.model import Inventory
+from upi.inventory.rdma import rdma_nodes
 
 OLM = "operators.coreos.com/v1alpha1"
-STAGES = ("pre-flight", "GPU pool", "NFD operator", "GPU operator", "operands", "ClusterPolicy ready",
-          "verify nodes", "diagnose", "metrics")
+STAGES = ("pre-flight", "GPU pool", "NFD operator", "GPU operator", "operands", "Network Operator",
+          "ClusterPolicy ready", "verify nodes", "diagnose", "metrics")
 # Called with the inventory and the reporter before anything is changed (i13: Secure Boot via Redfish).
 BeforeInstall = Callable[[Inventory, Reporter], None]
 
@@ -168,10 +170,15 @@ def _run(
         reporter.stage(stage, "done")
     reporter.stage("operands", "started")
     relabel(kube, inv, report.changes, reporter)
-    apply_all(kube, instances(inv, csvs[0], csvs[1]), report.changes, reporter)
+    # With rdma: the ClusterPolicy (driver.rdma.enabled) waits for the NIC driver (upi.gpu.rdma).
+    now, deferred = rdma_split(inv, instances(inv, csvs[0], csvs[1]))
+    apply_all(kube, now, report.changes, reporter)
     reporter.stage("operands", "done")
+    install_network(kube, inv, clock, report.changes, reporter)  # without rdma: nothing
     reporter.stage("ClusterPolicy ready", "started")
+    apply_rdma_policy(kube, inv, deferred, report.changes, reporter)
     wait_policy_ready(kube, gpu.operator_namespace, clock)
+    wait_peermem(kube, inv, gpu.operator_namespace, clock)
     wait_mig(kube, inv, gpu.operator_namespace, clock, reporter)
     reporter.stage("ClusterPolicy ready", "done")
     reporter.stage("verify nodes", "started")
@@ -237,6 +244,8 @@ def plan(inv: Inventory, kube: Kube) -> list[str]:
         docs.append(
             "# NodeFeatureDiscovery and ClusterPolicy: built from the operators' CSVs once installed\n"
         )
+    if rdma_nodes(inv):
+        docs += plan_network(inv, kube)
     return docs
 
 

@@ -40,8 +40,10 @@ def resolve_channel(kube: Kube, pkg: Package, catalog_ns: str) -> tuple[str, str
     entry = next((c for c in st.get("channels") or [] if c.get("name") == channel), None)
     if entry is None:
         known = ", ".join(c.get("name", "?") for c in st.get("channels") or [])
+        key = "network_operator.channel" if pkg.name == "nvidia-network-operator" else (
+            "gpu.operator_channel (or gpu.nfd_channel)")
         raise GpuFailed(Diagnosis("resolve channel", what, f"no channel {channel!r} (channels: {known})",
-                                  fix="set gpu.operator_channel (or gpu.nfd_channel) to one of those"))
+                                  fix=f"set {key} to one of those"))
     return str(channel), str(entry["currentCSV"])
 
 

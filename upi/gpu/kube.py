@@ -42,6 +42,10 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("packages.operators.coreos.com/v1", "PackageManifest"): ("packagemanifests", True),
     ("nfd.openshift.io/v1", "NodeFeatureDiscovery"): ("nodefeaturediscoveries", True),
     ("nvidia.com/v1", "ClusterPolicy"): ("clusterpolicies", False),
+    # GPUDirect RDMA (upi.gpu.rdma): the NVIDIA Network Operator's kinds, all cluster-scoped.
+    ("mellanox.com/v1alpha1", "NicClusterPolicy"): ("nicclusterpolicies", False),
+    ("mellanox.com/v1alpha1", "IPoIBNetwork"): ("ipoibnetworks", False),
+    ("mellanox.com/v1alpha1", "MacvlanNetwork"): ("macvlannetworks", False),
     # The GPU pool (upi.gpu.pool): the machine config operator's kinds, the Node Tuning Operator's profile.
     ("machineconfiguration.openshift.io/v1", "MachineConfigPool"): ("machineconfigpools", False),
     ("machineconfiguration.openshift.io/v1", "MachineConfig"): ("machineconfigs", False),

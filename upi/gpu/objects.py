@@ -95,7 +95,7 @@ def nfd_operand_image(inv: Inventory) -> str:
     return f"registry.redhat.io/openshift4/{name}:v{major}.{minor}"
 
 
-def nfd_worker_config(config_data: str | None) -> str:
+def nfd_worker_config(config_data: str | None, nic_classes: tuple[str, ...] = ()) -> str:
     """NFD worker config whose PCI source labels NVIDIA devices `pci-10de`.
 
     Starts from `config_data` (the CSV example's, comments dropped) and sets
@@ -111,6 +111,9 @@ def nfd_worker_config(config_data: str | None) -> str:
     classes = [str(c) for c in pci.get("deviceClassWhitelist") or PCI_CLASSES]
     if not any(c in ("03", "0302", "0300") for c in classes):
         classes.append("03")
+    # The fabric's ConnectX class (0207 InfiniBand, 0200 Ethernet) gives pci-15b3.present, which the
+    # Network Operator's NIC driver DaemonSet selects nodes by (upi.gpu.network.nfd_classes).
+    classes += [c for c in nic_classes if not any(c.startswith(have) for have in classes)]
     pci["deviceClassWhitelist"] = classes
     pci["deviceLabelFields"] = list(LABEL_FIELDS)
     return yaml.safe_dump(config, sort_keys=False)
@@ -122,7 +125,9 @@ def nfd_instance(inv: Inventory, example: Obj | None = None) -> Obj:
     operand = spec.setdefault("operand", {})
     operand.setdefault("image", nfd_operand_image(inv))
     worker = spec.setdefault("workerConfig", {})
-    worker["configData"] = nfd_worker_config(worker.get("configData"))
+    from upi.gpu.network import nfd_classes
+
+    worker["configData"] = nfd_worker_config(worker.get("configData"), nfd_classes(inv))
     return {"apiVersion": "nfd.openshift.io/v1", "kind": "NodeFeatureDiscovery",
             "metadata": {"name": NFD_INSTANCE, "namespace": NFD_NAMESPACE}, "spec": spec}
 
@@ -131,7 +136,9 @@ def cluster_policy(inv: Inventory, example: Obj) -> Obj:
     """The ClusterPolicy: the CSV's example (never `spec: {}`), the driver mode, the inventory's overrides."""
     from upi.gpu.precompiled import policy_driver
 
-    spec = merge(merge(copy.deepcopy(example.get("spec") or {}), policy_driver(inv)),
+    # GPUDirect RDMA (nvidia-peermem) on the DGXs with rdma:; upi gpu applies it once the NIC driver is ready.
+    rdma: Obj = {"driver": {"rdma": {"enabled": True}}} if any(n.rdma for n in inv.nodes) else {}
+    spec = merge(merge(merge(copy.deepcopy(example.get("spec") or {}), policy_driver(inv)), rdma),
                  settings(inv).cluster_policy)
     return {"apiVersion": example.get("apiVersion", "nvidia.com/v1"), "kind": "ClusterPolicy",
             "metadata": {"name": CLUSTER_POLICY}, "spec": spec}
@@ -171,6 +178,9 @@ def render_files(inv: Inventory) -> list[tuple[str, str]]:
         from upi.gpu.pool import pool_objects
 
         objs[:0] = [(f"0{i}-pool-{obj['kind'].lower()}", obj) for i, obj in enumerate(pool_objects(inv))]
+    from upi.gpu.network import render_objects  # the Network Operator when a DGX has rdma: (docs/rdma.md)
+
+    objs += render_objects(inv)
     return [(f"gpu/{name}.yaml", dump(obj)) for name, obj in objs]
 
 

@@ -17,6 +17,7 @@ from upi.inventory.gpu import GpuSettings, MigProfile
 from upi.inventory.gpupool import GpuPool
 from upi.inventory.mirror import MirrorSettings
 from upi.inventory.nodenet import NodeNetwork
+from upi.inventory.rdma import NetworkOperator, NodeRdma
 from upi.inventory.types import (
     AbsPath,
     Artifact,
@@ -272,6 +273,7 @@ class Node(_Model):
     # true, false, or auto (asked from the BMC); unset: auto with a bmc section, else false.
     # YAML 1.1 reads on/off as true/false.
     secure_boot: bool | Literal["auto"] | None = None
+    rdma: NodeRdma | None = None  # GPUDirect RDMA fabric ports (upi.inventory.rdma)
 
     @property
     def is_control_plane(self) -> bool:
@@ -328,6 +330,7 @@ class Inventory(_Model):
     gpu_pool: GpuPool | None = None
     csr_approver: CsrApprover | None = None
     mirror: MirrorSettings | None = None
+    network_operator: NetworkOperator | None = None
 
     # Set by the loader: where the inventory file is, for relative paths.
     source: Path = Field(default=Path("inventory.yaml"), exclude=True)

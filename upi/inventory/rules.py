@@ -18,6 +18,7 @@ from upi.inventory.mirror import mirror_files, mirror_rules
 from upi.inventory.model import Firmware, Inventory, Machine, NetworkType, Node, Role
 from upi.inventory.netrules import network_rules, network_warnings
 from upi.inventory.pullsecret import MAX_PULL_SECRET, pull_secret_problems
+from upi.inventory.rdma import rdma_rules, rdma_warnings
 from upi.inventory.safety import safety_rules, safety_warnings, trust_bundle
 from upi.inventory.sanity import sanity_rules, sanity_warnings
 from upi.inventory.segments import describe, segment_of, segments
@@ -48,7 +49,7 @@ def check_rules(inv: Inventory, *, check_files: bool = True) -> list[Finding]:
     findings: list[Finding] = []
     for rule in (_roles, _names, _addresses, _networks, _network_type, _rhcos, _machines, _bmcs,
                  gpu_rules, safety_rules, sanity_rules, installer_rules, network_rules,
-                 mirror_rules):
+                 mirror_rules, rdma_rules):
         findings.extend(rule(inv))
     if check_files:
         findings.extend(_files(inv))
@@ -71,7 +72,7 @@ def warnings(inv: Inventory) -> list[str]:
             "ignition) and the 80/443 pools hold the masters and the worker"
         )
     return (out + gpu_warnings(inv) + safety_warnings(inv) + sanity_warnings(inv) + installer_warnings(inv)
-            + network_warnings(inv))
+            + network_warnings(inv) + rdma_warnings(inv))
 
 
 def _roles(inv: Inventory) -> Iterator[Finding]:

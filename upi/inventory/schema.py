@@ -142,6 +142,42 @@ DESCRIPTIONS = {
     "Node.secure_boot": "UEFI Secure Boot on this bare-metal node: true (handed shim + the signed "
                         "GRUB), false, or auto (asked from the BMC) (default: auto with a bmc, "
                         "else false; on/off read as true/false).",
+    "Node.rdma": "GPUDirect RDMA on this DGX (upi gpu installs the NVIDIA Network Operator): its fabric "
+                 "ports; never the port of its own traffic or its network boot (docs/rdma.md).",
+    "NodeRdma.interfaces": "The ConnectX fabric ports, as netdev names (ibp24s0) or PCI addresses "
+                           "(0000:18:00.0); the RDMA device plugin selects them.",
+    "NodeRdma.link_type": "infiniband (IPoIB secondary network) or ethernet (RoCE, macvlan network).",
+    "NodeRdma.node_interface": "The port of the node's own traffic, when network: does not name it; "
+                               "no fabric port may be it (network-operator issue 2176).",
+    "NodeRdma.provisioning_interface": "The port the node network-boots from (its mac), when not "
+                                       "node_interface; no fabric port may be it.",
+    "Inventory.network_operator": "The NVIDIA Network Operator for GPUDirect RDMA (upi gpu, when a node "
+                                  "has rdma:): OLM, NicClusterPolicy, fabric networks, bandwidth test.",
+    "NetworkOperator.channel": "Channel of nvidia-network-operator (default: the package's default "
+                               "channel, read from the cluster's PackageManifest).",
+    "NetworkOperator.catalog_source": "Catalog source of the operator (default: the GPU Operator's, "
+                                      "certified-operators).",
+    "NetworkOperator.namespace": "Namespace of the Network Operator (the CSV's suggested one).",
+    "NetworkOperator.resource_name": "The RDMA shared device plugin's resource: pods ask for "
+                                     "rdma/<resource_name>.",
+    "NetworkOperator.rdma_hca_max": "Pods that may share one RDMA device at once (rdmaHcaMax).",
+    "NetworkOperator.nic_cluster_policy": "Merged onto the CSV's default NicClusterPolicy spec; dotted "
+                                          "keys nest; a field the CRD lacks is refused.",
+    "NetworkOperator.secondary_network": "The fabric networks pods attach to: IPoIB for InfiniBand, "
+                                         "macvlan for RoCE.",
+    "NetworkOperator.bandwidth": "The per-pair GPUDirect bandwidth test (ib_write_bw, CUDA memory).",
+    "SecondaryNetwork.namespace": "Namespace of the networks' NetworkAttachmentDefinitions "
+                                  "(networkNamespace).",
+    "SecondaryNetwork.infiniband": "The InfiniBand fabric's network (an IPoIBNetwork).",
+    "SecondaryNetwork.ethernet": "The RoCE fabric's network (a MacvlanNetwork).",
+    "FabricNetwork.name": "Name of the network object and of its NetworkAttachmentDefinition.",
+    "FabricNetwork.cidr": "IPv4 range whereabouts hands to pods on the fabric.",
+    "FabricNetwork.master": "Parent netdev (default: the first fabric port given by name on a node "
+                            "of this fabric).",
+    "FabricNetwork.exclude": "Ranges whereabouts never hands out.",
+    "FabricNetwork.mtu": "MTU of the macvlan interfaces (RoCE only; default: the parent's).",
+    "Bandwidth.image": "Image with ib_write_bw built with CUDA (perftest --use_cuda).",
+    "Bandwidth.min_gbps": "Minimum GPUDirect bandwidth per link, in Gb/s (BW average of ib_write_bw).",
     "Node.hypervisor": "This node's own libvirt host (default: the top-level hypervisor).",
     "Node.kernel_args": "Extra kernel arguments, one per item (not ip=, bond=, vlan=, nameserver= "
                         "when network: is given).",

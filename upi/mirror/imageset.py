@@ -52,8 +52,14 @@ def additional_images(inv: Inventory) -> list[Needed]:
     gpu = settings(inv)
     # upi's NodeFeatureDiscovery names the operand by tag, which the catalog's
     # relatedImages (by digest) do not carry: mirrored on its own.
-    return [Needed(nfd_operand_image(inv), "NFD operand (spec.operand.image of nfd-instance)"),
-            Needed(gpu.validation.image, "GPU validation pod (gpu.validation.image)")]
+    out = [Needed(nfd_operand_image(inv), "NFD operand (spec.operand.image of nfd-instance)"),
+           Needed(gpu.validation.image, "GPU validation pod (gpu.validation.image)")]
+    if any(n.rdma is not None for n in inv.nodes):  # the RDMA bandwidth test's pods (docs/rdma.md)
+        from upi.inventory.rdma import operator_settings
+
+        out.append(Needed(operator_settings(inv).bandwidth.image,
+                          "RDMA bandwidth test pods (network_operator.bandwidth.image)"))
+    return out
 
 
 def operator_packages(inv: Inventory) -> list[tuple[str, str, str | None]]:
@@ -68,12 +74,20 @@ def operator_packages(inv: Inventory) -> list[tuple[str, str, str | None]]:
         # GPUDirect RDMA needs the NVIDIA Network Operator first (gpu-day2.md §5); its bundle
         # (Mellanox/network-operator bundle/metadata/annotations.yaml) names the package and the
         # default channel `stable`; it is in the certified index.
-        out.append((CERTIFIED_INDEX, NETWORK_PACKAGE, "stable"))
+        out.append((CERTIFIED_INDEX, NETWORK_PACKAGE, _network_channel(inv)))
     return out
 
 
+def _network_channel(inv: Inventory) -> str:
+    from upi.inventory.rdma import operator_settings
+
+    return operator_settings(inv).channel or "stable"
+
+
 def rdma(inv: Inventory) -> bool:
-    """GPUDirect RDMA asked for: ClusterPolicy driver.rdma.enabled, without a host MOFED driver."""
+    """GPUDirect RDMA asked for: a DGX with rdma:, or driver.rdma.enabled without a host NIC driver."""
+    if any(n.rdma is not None for n in inv.nodes):
+        return True
     driver = settings(inv).cluster_policy.get("driver") or {}
     flags = driver.get("rdma") or {} if isinstance(driver, dict) else {}
     return isinstance(flags, dict) and flags.get("enabled") is True and flags.get("useHostMofed") is not True

@@ -1,0 +1,145 @@
+"""The inventory's `rdma:` (per DGX) and `network_operator:` (cluster) sections: validate and schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rdma_support import rdma_inventory
+
+from upi.cli import app
+
+ISSUE = "Node NotReady in a loop (network-operator issue 2176)"
+
+
+def _validate(runner, inv: Path) -> tuple[int, str]:
+    result = runner.invoke(app, ["validate", str(inv)])
+    return result.exit_code, result.output
+
+
+def test_rdma_inventory_validates(runner, tmp_path: Path) -> None:
+    code, out = _validate(runner, rdma_inventory(tmp_path))
+    assert code == 0, out
+    assert "Traceback" not in out
+
+
+def test_fabric_port_that_is_the_node_interface_is_refused(runner, tmp_path: Path) -> None:
+    inv = rdma_inventory(tmp_path, w0="rdma: {interfaces: [ibp24s0, eno1], node_interface: eno1}")
+    code, out = _validate(runner, inv)
+    assert code == 2
+    line = next(x for x in out.splitlines() if "rdma.interfaces[1]" in x)
+    # File, line, field, the port, the key that makes it the node's own, and 2176's failure mode.
+    assert f"{inv}:37: nodes[4].rdma.interfaces[1]: eno1 is also worker-0's rdma.node_interface" in line
+    assert ISSUE in line and "Traceback" not in out
+
+
+def test_fabric_port_in_the_nodes_bond_is_refused(runner, tmp_path: Path) -> None:
+    extra_net = ("network: {bond: {name: bond0, members: [ens1f0np0, ens1f1np1]}}, "
+                 "rdma: {interfaces: [ens2f0np0, ens1f1np1], link_type: ethernet}")
+    code, out = _validate(runner, rdma_inventory(tmp_path, w1=extra_net))
+    assert code == 2
+    assert "nodes[5].rdma.interfaces[1]: ens1f1np1 is also worker-1's network.bond.members[1]" in out
+    assert ISSUE in out
+
+
+def test_fabric_port_that_boots_the_node_is_refused_in_either_pci_spelling(runner, tmp_path: Path) -> None:
+    rdma = ('rdma: {interfaces: ["18:00.0", ibp64s0], node_interface: eno1, '
+            'provisioning_interface: "0000:18:00.0"}')
+    code, out = _validate(runner, rdma_inventory(tmp_path, w0=rdma))
+    assert code == 2
+    assert "nodes[4].rdma.interfaces[0]: 0000:18:00.0 is also worker-0's rdma.provisioning_interface" in out
+
+
+def test_rdma_on_a_node_without_gpus_is_refused(runner, tmp_path: Path) -> None:
+    inv = rdma_inventory(tmp_path)
+    text = inv.read_text()
+    inv.write_text(text.replace("nvme0n1, gpu: true, gpus: 8,\n     rdma", "nvme0n1,\n     rdma", 1))
+    code, out = _validate(runner, inv)
+    assert code == 2
+    assert "nodes[4].rdma: worker-0 sets rdma but not gpu: true" in out
+
+
+def test_a_bad_interface_and_a_duplicate_are_refused(runner, tmp_path: Path) -> None:
+    bad = "rdma: {interfaces: [ib/0], node_interface: eno1}"
+    code, out = _validate(runner, rdma_inventory(tmp_path, w0=bad))
+    assert code == 2 and "nodes[4].rdma.interfaces[0]" in out and "neither a netdev name" in out
+    code, out = _validate(runner, rdma_inventory(tmp_path, w0="rdma: {interfaces: [ibp1s0, ibp1s0]}"))
+    assert code == 2 and "'ibp1s0' is listed twice" in out
+
+
+def test_unknown_own_port_is_a_warning(runner, tmp_path: Path) -> None:
+    code, out = _validate(runner, rdma_inventory(tmp_path, w1="rdma: {interfaces: [ibp24s0]}"))
+    assert code == 0, out
+    assert "worker-1: neither network: nor rdma.node_interface names the port of its own traffic" in out
+
+
+def test_roce_fabric_without_a_named_port_needs_the_network_master(runner, tmp_path: Path) -> None:
+    rdma = 'rdma: {interfaces: ["0000:18:00.0"], link_type: ethernet, node_interface: eno1}'
+    code, out = _validate(runner, rdma_inventory(tmp_path, w0=rdma, w1=rdma))
+    assert code == 2 and "network_operator.secondary_network.ethernet.master" in out
+    extra = ("network_operator:\n  secondary_network:\n"
+             "    ethernet: {name: roce, cidr: 10.9.0.0/16, master: ens1f0np0}\n")
+    code, out = _validate(runner, rdma_inventory(tmp_path, extra, w0=rdma, w1=rdma))
+    assert code == 0, out
+
+
+def test_network_operator_keys_are_validated(runner, tmp_path: Path) -> None:
+    extra = "network_operator:\n  bandwidth: {min_gbps: -1}\n  resource_name: 'a b'\n"
+    code, out = _validate(runner, rdma_inventory(tmp_path, extra))
+    assert code == 2
+    assert "network_operator.bandwidth.min_gbps" in out and "network_operator.resource_name" in out
+
+
+def test_schema_shows_the_network_operator_defaults(runner) -> None:
+    result = runner.invoke(app, ["schema"])
+    assert result.exit_code == 0
+    defs = json.loads(result.stdout)["$defs"]
+    props = defs["NetworkOperator"]["properties"]
+    assert props["namespace"]["default"] == "nvidia-network-operator"
+    assert props["resource_name"]["default"] == "rdma_shared_device_a"
+    assert "PackageManifest" in props["channel"]["description"]
+    assert defs["Bandwidth"]["properties"]["min_gbps"]["default"] == 350
+    net = defs["SecondaryNetwork"]["properties"]
+    assert net["infiniband"]["default"]["name"] == "rdma-ipoib"
+    assert net["ethernet"]["default"]["cidr"] == "192.168.101.0/24"
+    assert "2176" in defs["NodeRdma"]["properties"]["node_interface"]["description"]
+
+
+def test_nic_cluster_policy_override_the_crd_lacks_is_refused(runner, tmp_path: Path) -> None:
+    head = "network_operator:\n  nic_cluster_policy:\n"
+    extra = head + "    ofedDriver.version: doca3.4.1\n    ofedDriver.bogus: 1\n"
+    code, out = _validate(runner, rdma_inventory(tmp_path, extra))
+    assert code == 2, out
+    assert ("network_operator.nic_cluster_policy: ofedDriver.bogus: the NicClusterPolicy CRD "
+            "(mellanox.com/v1alpha1, nvidia-network-operator.v26.4.1) has no field 'bogus' in spec.ofedDriver"
+            ) in " ".join(out.split())
+    for nested in ("    rdmaSharedDevicePlugin: {confg: x}\n",
+                   "    tolerations: [{key: a, efect: NoSchedule}]\n"):
+        code, out = _validate(runner, rdma_inventory(tmp_path, head + nested))
+        assert code == 2 and "has no field" in out, out
+
+
+def test_nic_cluster_policy_overrides_the_crd_has_pass(runner, tmp_path: Path) -> None:
+    extra = ("network_operator:\n  nic_cluster_policy:\n    ofedDriver.version: doca3.4.1-26.04-1.1.0.0-1\n"
+             "    ofedDriver.env: [{name: UNLOAD_STORAGE_MODULES, value: 'true'}]\n"
+             "    nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms:\n"
+             "      - matchExpressions: [{key: a, operator: Exists}]\n")
+    code, out = _validate(runner, rdma_inventory(tmp_path, extra))
+    assert code == 0, out
+
+
+def test_every_gpu_node_or_none_has_rdma(runner, tmp_path: Path) -> None:
+    code, out = _validate(runner, rdma_inventory(tmp_path, w1=""))
+    assert code == 2
+    assert ("nodes[5].gpu: worker-1 is a GPU node without rdma: while worker-0 has it: driver.rdma.enabled "
+            "is cluster-wide") in " ".join(out.split())
+
+
+def test_rdma_enabled_without_rdma_nodes_is_warned(runner, tmp_path: Path) -> None:
+    extra = "gpu:\n  cluster_policy: {driver.rdma.enabled: true}\n"
+    code, out = _validate(runner, rdma_inventory(tmp_path, extra, w0="", w1=""))
+    assert code == 0, out
+    assert "nothing installs the NIC driver" in out and "issue 2471" in " ".join(out.split())
+    code, out = _validate(runner, rdma_inventory(tmp_path, extra.replace("true}", "true, "
+                                                 "driver.rdma.useHostMofed: true}"), w0="", w1=""))
+    assert code == 0 and "2471" not in out
