@@ -245,6 +245,7 @@ class FakeGpuCluster:
         with self.api.lock:
             self._register(sim)
             self.nodes[sim.name] = sim
+            self.thanos.gpus[sim.name] = sim.gpus  # its dcgm-exporter is scraped like any node's
 
     def set_registry_storage(self, configured: bool) -> None:
         spec = (

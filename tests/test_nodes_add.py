@@ -294,11 +294,13 @@ def test_one_cluster_approves_the_new_dgxs_csrs_and_verifies_its_gpus(
         assert api.approved() == {"client-worker-2"} and api.conditions("client-intruder-9") == []
         labels = api.get("v1", "Node", "worker-2")["metadata"]["labels"]  # type: ignore[index]
         assert labels["nvidia.com/gpu.present"] == "true"  # the operators acted on the new node
-        # Nothing cluster-wide re-applied: the day-2 writes are the CSR approval, validation pods
-        # and the Nodes' records, never an operator, policy or NFD object.
+        # Nothing cluster-wide re-applied: the day-2 writes are the CSR approval, validation and
+        # DCGM pods, the Nodes' records and a token of day 1's metrics account (nothing persisted),
+        # never an operator, policy or NFD object.
         after = [r for r in api.requests if r[0] in ("PATCH", "PUT", "POST", "DELETE")][writes:]
         assert any(r[1].endswith("/client-worker-2/approval") for r in after), after
-        assert all(r[1].endswith("/approval") or "/pods" in r[1] or "/nodes/" in r[1] for r in after), after
+        assert all(r[1].endswith(("/approval", "/serviceaccounts/upi-gpu-metrics/token"))
+                   or "/pods" in r[1] or "/nodes/" in r[1] for r in after), after
     finally:
         cluster.stop()
     assert cluster.api.schema_violations == [] and cluster.api.controller_errors == []

@@ -19,6 +19,13 @@ from upi.gpu.kube import Kube
 from upi.gpu.steps import Clock
 from upi.inventory import load_inventory
 
+TOKEN = "/serviceaccounts/upi-gpu-metrics/token"
+
+
+def _scoped(url: str) -> bool:
+    """A write `nodes add`'s GPU step may make: pods, the new Nodes, a TokenRequest (nothing persisted)."""
+    return "/pods" in url or "/nodes/" in url or url.endswith(TOKEN)
+
 
 class Notes:
     """A reporter that keeps what it was told."""
@@ -60,8 +67,8 @@ def test_only_the_named_gpu_node_is_verified_and_no_operator_is_touched(
     assert [(r.node, r.ok) for r in broken] == [("worker-1", False)]
     assert "no NVIDIA PCI label" in broken[0].problem
     writes = [r for r in fake.api.requests if r[0] in ("PATCH", "PUT", "POST", "DELETE")][writes_before:]
-    # only validation pods and the Nodes' verdict annotations: no operator, policy or NFD object
-    assert all("/pods" in r[1] or "/nodes/" in r[1] for r in writes), writes
+    # only validation pods, the Nodes' verdict annotations and a metrics token: no operator, policy or NFD
+    assert all(_scoped(r[1]) for r in writes), writes
 
 
 # --- a new DGX through the pool's steps (issue 31) ---------------------------------------------
@@ -122,11 +129,13 @@ def test_a_new_dgx_joins_the_pool_rolls_out_is_tainted_and_diagnosed(
         "worker-1"]
     steps = [line for line in notes.lines if line.startswith(("Node worker-1:", "worker-1: DCGM"))]
     assert steps[0] == "Node worker-1: labelled node-role.kubernetes.io/dgx"
-    assert steps[-2:] == ["Node worker-1: tainted nvidia.com/gpu:NoSchedule",
-                          "worker-1: DCGM level 1: 8 GPUs pass"]
+    assert steps[-3:] == ["Node worker-1: tainted nvidia.com/gpu:NoSchedule",
+                          "worker-1: DCGM level 1: 8 GPUs pass",
+                          "worker-1: DCGM_FI_DEV_GPU_UTIL for 8/8 GPUs"]
     writes = [r for r in fake.api.requests if r[0] in ("PATCH", "PUT", "POST", "DELETE")][writes_before:]
-    # Nothing cluster-wide: no pool, tuning, operator or policy object written, only Nodes and pods.
-    assert all("/pods" in r[1] or "/nodes/" in r[1] for r in writes), writes
+    # Nothing cluster-wide: no pool, tuning, operator or policy object written, only Nodes and pods
+    # (and a token of day 1's metrics account, nothing persisted).
+    assert all(_scoped(r[1]) for r in writes), writes
 
 
 def test_a_new_dgx_the_mco_degrades_stops_naming_it(runner: CliRunner, tmp_path: Path) -> None:
@@ -177,3 +186,56 @@ def test_no_pool_on_the_cluster_is_named(runner: CliRunner, tmp_path: Path) -> N
     finally:
         fake.stop()
     assert ROLE not in labels  # nothing was changed
+
+
+# --- a new DGX through the metrics proof too (issue 31 item 5) ------------------------------------
+
+
+def test_a_new_dgx_is_proved_to_have_a_utilisation_series_per_gpu(runner: CliRunner, tmp_path: Path) -> None:
+    fake = start_cluster(tmp_path)
+    try:
+        full = _day1_without_worker1(runner, tmp_path, fake)
+        # Only the new node is judged: a day-1 DGX whose exporter stopped being scraped is `upi gpu`'s.
+        fake.thanos.missing = {"worker-0"}
+        queries_before = len(fake.thanos.queries)
+        writes_before = len([r for r in fake.api.requests if r[0] in ("PATCH", "PUT", "POST", "DELETE")])
+        results, notes = _add(fake, full, ["worker-1"])
+    finally:
+        fake.stop()
+    assert [(r.node, r.metrics) for r in results] == [("worker-1", "8/8 GPUs")]
+    assert "worker-1: DCGM_FI_DEV_GPU_UTIL for 8/8 GPUs" in notes.lines
+    assert len(fake.thanos.queries) > queries_before
+    writes = [r for r in fake.api.requests if r[0] in ("PATCH", "PUT", "POST", "DELETE")][writes_before:]
+    # Day 1's metrics account and binding are read, not re-applied: only a token is asked for.
+    assert all(_scoped(r[1]) for r in writes), writes
+    assert any(r[1].endswith(TOKEN) for r in writes), writes
+
+
+def test_a_new_dgx_without_series_stops_naming_it_and_the_stage(runner: CliRunner, tmp_path: Path) -> None:
+    from upi.errors import ClusterError
+
+    fake = start_cluster(tmp_path)
+    try:
+        full = _day1_without_worker1(runner, tmp_path, fake)
+        fake.thanos.missing = {"worker-1"}
+        with pytest.raises(ClusterError) as caught:
+            _add(fake, full, ["worker-1"], seconds=3)
+    finally:
+        fake.stop()
+    assert str(caught.value).startswith(
+        "stage gpu metrics: Node worker-1: the cluster's Prometheus has no series of DCGM_FI_DEV_GPU_UTIL")
+
+
+def test_a_new_dgx_with_metrics_off_asks_no_querier(runner: CliRunner, tmp_path: Path) -> None:
+    fake = start_cluster(tmp_path)
+    try:
+        full = _day1_without_worker1(runner, tmp_path, fake)
+        full.write_text(full.read_text() + "gpu_pool:\n  metrics: false\n")
+        fake.thanos.missing = {"worker-1"}
+        queries_before = len(fake.thanos.queries)
+        results, notes = _add(fake, full, ["worker-1"])
+    finally:
+        fake.stop()
+    assert [(r.node, r.ok, r.metrics) for r in results] == [("worker-1", True, "")]
+    assert len(fake.thanos.queries) == queries_before
+    assert "gpu_pool.metrics is false: the GPU metrics are not checked" in notes.lines

@@ -118,3 +118,52 @@ def test_after_remove_and_the_inventory_edit_render_and_push_drop_its_entries(
         assert "10.33.3.44" not in text and "b8:ce:f6:10:33:44" not in text, conf
     assert "10.33.3.46" in (site.root / "etc/haproxy/haproxy.cfg").read_text()  # worker-1 still serves
     assert not (site.out / "tftp/grub.cfg-01-b8-ce-f6-10-33-44").exists()
+
+
+def test_remove_forgets_the_nodes_own_ignition_and_the_next_push_unpublishes_it(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
+    from upi.ownignition import with_nodes
+    from upi.render import RenderedFile
+    from upi.renderdir import transaction
+
+    site = cluster_with_work(runner, tmp_path, example_dir, tls, ami, kube, allowed=1)
+    with transaction(site.out) as txn:  # as `upi nodes add` published worker-0's and worker-1's own ignition
+        txn.commit(None, own=with_nodes(txn.records.own, ["worker-0", "worker-1"]), published=[
+            RenderedFile(f"http/ignition/nodes/{n}.ign", b'{"ignition":{"version":"3.2.0"}}\n', 0o600)
+            for n in ("worker-0", "worker-1")])
+    assert runner.invoke(app, ["render", str(site.inventory), "-o", str(site.out)]).exit_code == 0
+    assert runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out)]).exit_code == 0
+    served = site.root / "var/www/html/ignition/nodes"
+    assert sorted(p.name for p in served.iterdir()) == ["worker-0.ign", "worker-1.ign"]
+
+    res = remove(runner, site, kube, "--json")
+
+    assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+    assert json.loads(res.stdout)[0]["record_cleared"] is True  # type: ignore[attr-defined]
+    assert "worker-0: forgotten in installed.json and own-ignition.json" in res.stderr  # type: ignore[attr-defined]
+    assert json.loads((site.out / "own-ignition.json").read_text())["nodes"].keys() == {"worker-1"}
+    # The next render + push (the inventory not yet edited) no longer publish worker-0's own file:
+    # a re-added machine gets the ignition the cluster serves then (`upi nodes add`).
+    assert runner.invoke(app, ["render", str(site.inventory), "-o", str(site.out)]).exit_code == 0
+    pushed = runner.invoke(app, ["push", str(site.inventory), "-o", str(site.out)])
+    assert pushed.exit_code == 0, pushed.output
+    assert sorted(p.name for p in served.iterdir()) == ["worker-1.ign"]
+    assert "nodes/worker-0.ign" not in (site.out / "tftp/grub.cfg-01-b8-ce-f6-10-33-44").read_text()
+    assert "nodes/worker-1.ign" in (site.out / "tftp/grub.cfg-01-b8-ce-f6-10-33-46").read_text()
+
+
+def test_remove_of_a_node_only_in_the_own_ignition_record_clears_it(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
+    from upi.ownignition import with_nodes
+    from upi.renderdir import transaction
+
+    site = cluster_with_work(runner, tmp_path, example_dir, tls, ami, kube, allowed=1)
+    with transaction(site.out) as txn:  # joined, but never flipped to local boot (not in installed.json)
+        txn.commit(None, record={}, own=with_nodes(txn.records.own, ["worker-0"]))
+    assert "worker-0" not in json.loads((site.out / "installed.json").read_text())["nodes"]
+    res = remove(runner, site, kube, "--keep-power")
+    assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+    assert "worker-0: forgotten in own-ignition.json" in res.stderr  # type: ignore[attr-defined]
+    assert json.loads((site.out / "own-ignition.json").read_text())["nodes"] == {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fake_kube import FakeKube
+from fake_apiserver import FakeApiServer
 from redfish_support import AmiFake, Tls
 from test_nodes_add import W2_GRUB, W2_IGN, add, day2_site, installed_cluster
 from typer.testing import CliRunner
@@ -26,7 +26,8 @@ W1_GRUB = "tftp/grub.cfg-01-b8-ce-f6-10-33-46"
 
 
 def test_a_deleted_own_ignition_file_keeps_the_nodes_url_and_push_names_the_fix(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami, bmc=False)
     installed_cluster(kube)
     assert add(runner, site, kube, "--timeout", "1s").exit_code == 1  # published; no Node joins here
@@ -48,7 +49,8 @@ def test_a_deleted_own_ignition_file_keeps_the_nodes_url_and_push_names_the_fix(
 
 
 def test_a_hand_copied_own_ignition_file_is_not_published_nor_a_reason_to_resume(
-        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake, kube: FakeKube) -> None:
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
     site = day2_site(runner, tmp_path, example_dir, tls, ami, bmc=False)
     installed_cluster(kube)  # worker-1 is a day-1 Node
     copied = site.out / "http/ignition/nodes/worker-1.ign"

@@ -134,3 +134,33 @@ def test_local_true_is_this_machine_for_both(runner, tmp_path: Path, example_dir
     status = runner.invoke(app, ["status", str(site.inventory), "--access-log", str(copy), "--json"])
     doc = json.loads(status.stdout)
     assert _reached(doc, "worker-0", "ignition") and not _reached(doc, "worker-1", "ignition")
+
+
+def test_a_day2_nodes_own_ignition_is_judged_by_the_copy_the_server_holds(
+        runner, tmp_path: Path, example_dir: Path, home: Path) -> None:
+    """As worker.ign is: the size the HTTP server holds comes first, then the render dir's copy."""
+    from upi.ownignition import with_nodes
+    from upi.render import RenderedFile
+    from upi.renderdir import transaction
+
+    site = make_site(tmp_path / "site", example_dir, runner, None)
+    access, _ = _logs(site, tmp_path, local=True)
+    with transaction(site.out) as txn:  # as `upi nodes add` published worker-0's own ignition
+        txn.commit(None, own=with_nodes(txn.records.own, ["worker-0"]),
+                   published=[RenderedFile("http/ignition/nodes/worker-0.ign", b"x" * 999, 0o600)])
+    served = site.root / "var/www/html/ignition/nodes"
+    served.mkdir()
+    # The server holds another copy than the render dir's (pushed again since, or edited there).
+    (served / "worker-0.ign").write_bytes(b"y" * 1000)
+    (served / "worker-1.ign").write_bytes(b"z" * 1000)  # copied in by hand: not upi's, judges nothing
+    stamp = datetime.now().astimezone().strftime("%d/%b/%Y:%H:%M:%S %z")
+    access.write_text("".join(f'{ip} - - [{stamp}] "GET {path} HTTP/1.1" 200 {size}\n' for ip, path, size in (
+        ("10.33.3.44", ROOTFS, 4096), ("10.33.3.44", "/ignition/nodes/worker-0.ign", 999),
+        ("10.33.3.46", ROOTFS, 4096), ("10.33.3.46", "/ignition/nodes/worker-1.ign", 999))))
+    status = runner.invoke(app, ["status", str(site.inventory), "-o", str(site.out), "--stuck-after", "0",
+                                 "--json"])
+    doc = json.loads(status.stdout)
+    w0 = next(n for n in doc["nodes"] if n["name"] == "worker-0")
+    assert _reached(doc, "worker-0", "rootfs") and not _reached(doc, "worker-0", "ignition")
+    assert w0["causes"][0].startswith("its ignition file was cut after 999 of 1000 bytes (HTTP 200)")
+    assert _reached(doc, "worker-1", "ignition")  # its size is not known: not judged

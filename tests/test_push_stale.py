@@ -244,7 +244,68 @@ def test_check_http_names_a_removed_nodes_own_ignition_until_the_push_removes_it
                                            "which is not a node of dgxpod.yaml; `upi push")
     assert stale not in after
     assert after[ledger]["verdict"] == "pass"
-    assert after[ledger]["got"] == "0 own ignition file(s) recorded, none stale"
+    assert after[ledger]["got"].endswith(" file(s) recorded, none stale")
+
+
+OLD_ROOTFS = "rhcos/rhcos-4.15.0-x86_64-live-rootfs.x86_64.img"  # beside dgxpod's 4.16.3 files
+NOTES = "extras/lab-notes.txt"  # an admin's own file, published from DIR/http/ on purpose
+
+
+def test_check_http_names_every_stale_file_upi_placed_until_the_push_removes_it(
+        runner, tmp_path: Path, example_dir: Path) -> None:
+    """Not only own ignition: any file the push recorded that the render no longer has, still served.
+
+    The real nginx serves the pushed HTTP root (tests/realnginx.py). With -o DIR the render dir's
+    http/ judges (exactly what the next push removes); without, only what the inventory tells.
+    """
+    from upi.ownignition import load_record
+
+    require("nginx")
+    site = build_site(runner, tmp_path, example_dir, {"local": True})
+    for rel, body in ((OLD_ROOTFS, b"rootfs of RHCOS 4.15\n"), (NOTES, b"rack B is row 3\n")):
+        (site.out / "http" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site.out / "http" / rel).write_bytes(body)
+        (site.out / "http" / rel).chmod(0o644)
+    assert _push(runner, site).exit_code == 0
+    (site.out / "http" / OLD_ROOTFS).unlink()  # as `upi images` drops a version no longer wanted
+    with transaction(site.out) as txn:  # as `upi nodes remove -o DIR` forgets worker-0 (still listed)
+        txn.commit(None, own={})
+    assert load_record(site.out) == {}
+    (tmp_path / "nginx").mkdir()
+
+    def check(port: int, *extra: str) -> dict[str, dict[str, str]]:
+        res = runner.invoke(app, ["check", "http", str(site.inventory), "--server", "127.0.0.1",
+                                  "--port", str(port), "--json", "--timeout", "2", *extra])
+        assert "Traceback" not in res.output
+        return {r["check"]: r for r in json.loads(res.stdout)["checks"]}
+
+    with nginx(site.root / "var/www/html", tmp_path / "nginx") as port:
+        alone = check(port)
+        with_dir = check(port, "-o", str(site.out))
+        assert runner.invoke(app, ["render", str(site.inventory), "-o", str(site.out)]).exit_code == 0
+        assert _push(runner, site).exit_code == 0
+        after = check(port, "-o", str(site.out))
+        after_alone = check(port)
+    old, notes, own = f"GET {OLD_ROOTFS}", f"GET {NOTES}", "GET ignition/nodes/worker-0.ign"
+    ledger = "GET .upi-owned.dgxpod.nvidia.com.json"
+    # The render dir's http/ judges: the old RHCOS file and the node no longer recorded are named.
+    assert {k for k, r in with_dir.items() if r["verdict"] == "fail" and k.startswith("GET ")} >= {old, own}
+    assert with_dir[old]["got"] == "HTTP 200" and with_dir[old]["expected"] == "gone: no longer rendered"
+    assert with_dir[old]["fix"].startswith(f"{OLD_ROOTFS}: placed by `upi push`, no longer in ")
+    assert "`upi push INVENTORY -o DIR` (after `upi render`) removes" in with_dir[old]["fix"]
+    assert with_dir[own]["fix"].startswith("ignition/nodes/worker-0.ign: the own ignition of worker-0, "
+                                           "which own-ignition.json no longer records")
+    assert notes not in with_dir and ledger not in with_dir  # DIR/http/ still publishes the notes
+    # The inventory alone: the file beside its RHCOS files is named; the notes and worker-0 (a worker
+    # of the inventory) are not judged.
+    assert alone[old]["verdict"] == "fail"
+    assert notes not in alone and own not in alone
+    # The push removes both; nothing stale is left and the admin's file stays.
+    assert old not in after and own not in after
+    assert after[ledger]["verdict"] == "pass" and after[ledger]["got"].endswith("none stale")
+    assert not (site.root / "var/www/html" / OLD_ROOTFS).exists()
+    assert (site.root / "var/www/html" / NOTES).is_file()
+    assert after_alone[ledger]["got"].endswith("none stale (1 only -o DIR can judge)")  # the notes
 
 
 def test_a_file_flipped_to_local_boot_is_still_upis_and_goes_with_its_node(runner, site) -> None:

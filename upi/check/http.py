@@ -275,12 +275,14 @@ def _probe(t: Target, inv: Inventory, now: datetime, timeout: float, retries: in
 
 def check_http(inv: Inventory, *, server: str | None = None, port: int | None = None,
                timeout: float = 5.0, retries: int = 1, workers: int = 8,
-               now: datetime | None = None, deep: Path | None = None) -> list[CheckResult]:
+               now: datetime | None = None, deep: Path | None = None,
+               render_dir: Path | None = None) -> list[CheckResult]:
     """Fetch every artifact and ignition URL (from `server`/`port` when given).
 
     With `deep` (a render directory), files staged under its http/ are compared
-    by sha256 with what the server sends, read to the end. Then a removed
-    node's own ignition upi placed there must be gone (upi.check.stale).
+    by sha256 with what the server sends, read to the end. Then each file
+    upi placed there that the render no longer has must be gone
+    (upi.check.stale; judged by the http/ of `render_dir`, or `deep`, when given).
     """
     now = now or datetime.now(UTC)
     base = inv.provisioner.http_base_url
@@ -291,6 +293,7 @@ def check_http(inv: Inventory, *, server: str | None = None, port: int | None = 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         rows = pool.map(lambda t: _probe(t, inv, now, timeout, retries, deep), todo)
         found = [row for group in rows for row in group]
-    # A removed node's own ignition, recorded by `upi push`, must be gone (upi.check.stale).
+    # Each file `upi push` recorded placing that the render no longer has must be gone.
     root = redirect(base.rstrip("/") + "/", base, server, port)
-    return found + check_stale_http(inv, root, timeout=timeout, retries=retries)
+    return found + check_stale_http(inv, root, timeout=timeout, retries=retries,
+                                    render_dir=render_dir or deep)

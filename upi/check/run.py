@@ -23,6 +23,7 @@ class CheckOptions:
     http_server: str | None = None
     http_port: int | None = None
     http_deep: Path | None = None  # render dir: compare sha256 with the files staged in its http/
+    http_render_dir: Path | None = None  # render dir: what its http/ publishes judges stale files
     timeout: float = 2.0
     retries: int = 1
     concurrency: int = 64
@@ -60,7 +61,8 @@ def run_checks(area: Area, inventory: Path, opts: CheckOptions) -> Report:
 
         report.extend(check_http(inv, server=opts.http_server, port=opts.http_port,
                                  timeout=opts.timeout, retries=opts.retries,
-                                 workers=min(opts.concurrency, 8), deep=opts.http_deep))
+                                 workers=min(opts.concurrency, 8), deep=opts.http_deep,
+                                 render_dir=opts.http_render_dir))
     if area in ("tftp", "all"):
         from upi.check.tftp import check_tftp
 

@@ -126,6 +126,7 @@ def check_lb(
     "http",
     epilog="\b\nExamples:\n  upi check http inventories/dgxpod.yaml\n"
     "  upi check http inventories/dgxpod.yaml --server 127.0.0.1 --port 8080 --json\n"
+    "  upi check http inventories/dgxpod.yaml -o out/dgxpod    # stale files judged by DIR/http/\n"
     "  upi check http inventories/dgxpod.yaml --deep -o out/dgxpod",
 )
 def check_http(
@@ -139,7 +140,8 @@ def check_http(
         "-o DIR/http/.")] = False,
     render_dir: Annotated[Path | None, typer.Option(
         "-o", "--output", metavar="DIR", parser=output_dir,
-        help="Render dir whose http/ --deep compares with (no default: required with --deep).",
+        help="Render dir: a file upi pushed that its http/ no longer publishes must be gone "
+        "from the server; --deep compares with its copies (no default: required with --deep).",
         show_default=False)] = None,
     as_json: JsonOpt = False,
     timeout: Annotated[float, _timeout(5.0)] = 5.0,
@@ -155,12 +157,10 @@ def check_http(
     if deep and render_dir is None:
         raise UsageError("--deep compares with the files staged in a render directory: "
                          "pass it with -o DIR")
-    if render_dir is not None and not deep:
-        raise UsageError("-o DIR is only read by --deep: add --deep, or drop -o")
     if render_dir is not None and not render_dir.is_dir():
         raise UsageError(f"-o {render_dir}: not a directory (the render directory of this inventory)")
     _check("http", inventory, as_json, http_server=server, http_port=port, timeout=timeout,
-           retries=retries, http_deep=render_dir)
+           retries=retries, http_deep=render_dir if deep else None, http_render_dir=render_dir)
 
 
 @check_app.command(

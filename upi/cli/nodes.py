@@ -97,8 +97,8 @@ def remove(
     assets: AssetsOpt = None,
     render_dir: Annotated[Path | None, typer.Option(
         "-o", "--output", metavar="DIR", show_default=False, parser=output_dir,
-        help="The render dir whose installed record (installed.json) forgets the nodes "
-        "(default: none, the record is left).")] = None,
+        help="The render dir whose records (installed.json, own-ignition.json) forget the nodes "
+        "(default: none, the records are left).")] = None,
     keep_power: Annotated[bool, typer.Option(
         "--keep-power", help="Leave the machines powered on (default: powered off over Redfish).")]
     = False,
@@ -118,7 +118,8 @@ def remove(
     until --drain-timeout, then exit 1 naming the pod), DaemonSet and static
     pods stay, and each pod whose emptyDir data is lost is named. Then the
     Node is deleted, the machine powered off over Redfish (unless
-    --keep-power) and, with -o, its installed record cleared. Remove the
+    --keep-power) and, with -o, its records cleared (installed.json; and
+    own-ignition.json, so its own ignition is no longer published). Remove the
     node from the inventory afterwards; the next render + push drop its
     DHCP, DNS, PXE and HAProxy entries (docs/day2.md).
     """

@@ -252,7 +252,8 @@ def _gpu(kube: Any, inv: Inventory, req: AddRequest, report: AddReport, say: Say
     results = verify_gpu_nodes(kube, inv, gpu_nodes, clock, _Reporter(say, warn))
     for result in results:
         outcome = report.nodes[result.node]
-        said = f"verified; DCGM {result.diagnosis}" if result.diagnosis else "verified"
+        said = "; ".join(["verified"] + ([f"DCGM {result.diagnosis}"] if result.diagnosis else [])
+                         + ([f"metrics {result.metrics}"] if result.metrics else []))
         outcome.gpu = said if result.ok else result.problem
         outcome.stage = "done" if result.ok else "gpu"
     bad = [r for r in results if not r.ok]

@@ -9,7 +9,9 @@ config), the taint; then it is judged as `upi gpu` judges every one
 DCGM at the configured level (upi.gpu.dcgm), each verdict recorded on its Node
 for `upi status`. A new DGX with `rdma:` has the NicClusterPolicy
 applied again to name it, its NIC driver and nvidia-peermem waited for
-(upi.gpu.rdma.rdma_for_nodes).
+(upi.gpu.rdma.rdma_for_nodes). With `gpu_pool.metrics` on, the cluster's Prometheus must then
+have a utilisation series for each of their GPUs (upi.gpu.metrics). Only the new
+nodes are judged: a day-1 DGX short of series is `upi gpu`'s to name, not this.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def verify_gpu_nodes(kube: Kube, inv: Inventory, names: Sequence[str], clock: Cl
         record(kube, result)
         reporter.note(f"{result.node}: {'GPUs verified' if result.ok else result.problem}")
     diagnose_new(kube, inv, results, clock, reporter)
+    metrics_new(kube, inv, results, clock, reporter)
     return results
 
 
@@ -102,3 +105,33 @@ def diagnose_new(kube: Kube, inv: Inventory, results: list[NodeResult], clock: C
         verdict(diags)
     except GpuFailed as exc:
         raise ClusterError(f"stage gpu diagnose: {exc.diagnosis.object}: {exc.diagnosis.problem}") from None
+
+
+def metrics_new(kube: Kube, inv: Inventory, results: list[NodeResult], clock: Clock,
+                reporter: Reporter) -> None:
+    """With gpu_pool.metrics on: a DCGM_FI_DEV_GPU_UTIL series per GPU of each verified new node (not MIG).
+
+    ClusterError naming the node and the stage when one is short. upi's metrics
+    ServiceAccount and binding are day 1's: read, made only if missing.
+    """
+    from upi.gpu.metrics import prove_series
+    from upi.gpu.mig import mig_nodes
+    from upi.inventory.gpupool import pool_settings
+
+    if not pool_settings(inv).metrics:
+        reporter.note("gpu_pool.metrics is false: the GPU metrics are not checked")
+        return
+    partitioned = {n.name for n in mig_nodes(inv)}
+    gpus = {n.name: n.gpus for n in inv.nodes}
+    judged = {r.node: gpus.get(r.node) for r in results if r.ok and r.node not in partitioned}
+    changes: list[Change] = []
+    try:
+        found = prove_series(kube, judged, settings(inv).operator_namespace, clock, changes, reporter,
+                             reapply=False)
+    except GpuFailed as exc:
+        raise ClusterError(f"stage gpu metrics: {exc.diagnosis.object}: {exc.diagnosis.problem}") from None
+    for result in results:
+        if result.node in found:
+            result.metrics = found[result.node].summary()
+        elif result.node in partitioned:
+            result.metrics = "skipped (MIG)"

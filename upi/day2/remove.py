@@ -5,9 +5,9 @@ Eviction"): cordon (spec.unschedulable), then evict every pod bound to the
 node through the Eviction API so PodDisruptionBudgets are honoured (429 is
 retried until the drain timeout), leaving DaemonSet pods and static (mirror)
 pods, naming each pod whose emptyDir data is lost. Then the Node is deleted,
-the machine powered off over Redfish (unless kept on) and its installed
-record cleared. Each step is skipped when already done, so a second run is
-harmless.
+the machine powered off over Redfish (unless kept on) and its records in
+the render dir cleared (installed.json, own-ignition.json). Each step is
+skipped when already done, so a second run is harmless.
 """
 
 from __future__ import annotations
@@ -206,18 +206,31 @@ def remove_nodes(req: RemoveRequest, say: Say, warn: Say) -> dict[str, Removed]:
                 first = next(iter(result.errors))
                 raise ClusterError(f"{first}: stage power: {result.errors[first]}")
     if req.out is not None and not req.dry_run:
-        _clear_records(inv, req.out, names, done)
+        _clear_records(inv, req.out, names, done, say)
     return done
 
 
-def _clear_records(inv: Any, out: Path, names: list[str], done: dict[str, Removed]) -> None:
-    """Take the nodes out of DIR/installed.json (under DIR's lock), so a re-added machine installs."""
+def _clear_records(inv: Any, out: Path, names: list[str], done: dict[str, Removed], say: Say) -> None:
+    """Take the nodes out of DIR's records (under DIR's lock, one commit), so a re-added machine installs.
+
+    installed.json: its PXE file installs again. own-ignition.json
+    (upi.ownignition): its own ignition file is no longer published (the next
+    push takes it off the HTTP server) and a re-added machine gets the
+    ignition the cluster serves then, not a record of the old one.
+    """
     from upi.installed import updated
+    from upi.ownignition import RECORD
     from upi.renderdir import transaction
 
     with transaction(out) as txn:
-        present = [n for n in names if n in txn.records.installed]
-        if present:
-            txn.commit(None, record=updated(inv, txn.records.installed, remove=present))
-    for name in present:
-        done[name].record_cleared = True
+        installed = [n for n in names if n in txn.records.installed]
+        own = [n for n in names if n in txn.records.own]
+        if installed or own:
+            record = updated(inv, txn.records.installed, remove=installed) if installed else None
+            txn.commit(None, record=record,
+                       own={k: v for k, v in txn.records.own.items() if k not in own} if own else None)
+    for name in names:
+        cleared = [f for f, kept in (("installed.json", installed), (RECORD, own)) if name in kept]
+        if cleared:
+            done[name].record_cleared = True
+            say(f"{name}: forgotten in {' and '.join(cleared)}")

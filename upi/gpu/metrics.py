@@ -92,17 +92,26 @@ def bearer_of(kube: Kube) -> str | None:
     return bearer_token(kube.conn.http.auth)
 
 
-def service_account_token(kube: Kube, namespace: str, changes: list[Change], reporter: Reporter) -> str:
-    """A short-lived token of upi's ServiceAccount bound to cluster-monitoring-view (TokenRequest)."""
+def service_account_token(kube: Kube, namespace: str, changes: list[Change], reporter: Reporter,
+                          *, reapply: bool = True) -> str:
+    """A short-lived token of upi's ServiceAccount bound to cluster-monitoring-view (TokenRequest).
+
+    `reapply=False` (`upi nodes add`): the account and binding day 1 made are
+    left as they are; only a missing one is created.
+    """
     from upi.gpu.install import apply_all
 
-    apply_all(kube, [
+    objs: list[Obj] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": ACCOUNT, "namespace": namespace}},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": {"name": f"{ACCOUNT}-{VIEW_ROLE}"},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": VIEW_ROLE},
          "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": namespace}]},
-    ], changes, reporter)
+    ]
+    if not reapply:
+        objs = [o for o in objs if kube.get(o["apiVersion"], o["kind"], o["metadata"]["name"],
+                                            o["metadata"].get("namespace")) is None]
+    apply_all(kube, objs, changes, reporter)
     answer = kube.create_sub("v1", "ServiceAccount", ACCOUNT, namespace, "token", {
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
         "spec": {"expirationSeconds": TOKEN_SECONDS}})
@@ -244,11 +253,12 @@ def expected_gpus(kube: Kube, node: str, inventory_gpus: int | None) -> int:
 
 
 def prove_series(kube: Kube, nodes: dict[str, int | None], namespace: str, clock: Clock,
-                 changes: list[Change], reporter: Reporter) -> dict[str, NodeSeries]:
+                 changes: list[Change], reporter: Reporter, *, reapply: bool = True) -> dict[str, NodeSeries]:
     """Poll the Thanos querier until every node has a series per GPU; GpuFailed naming the node short of them.
 
     `nodes`: node name -> the inventory's `gpus`. Series appear a few scrape
     intervals after the exporter starts: the wait is bounded by --timeout.
+    `reapply`: see service_account_token.
     """
     found = {n: NodeSeries(n, expected_gpus(kube, n, gpus)) for n, gpus in nodes.items()}
     if not found:
@@ -257,7 +267,7 @@ def prove_series(kube: Kube, nodes: dict[str, int | None], namespace: str, clock
     if token is not None:
         reporter.note("metrics: querying with the kubeconfig's bearer token")
     else:
-        token = service_account_token(kube, namespace, changes, reporter)
+        token = service_account_token(kube, namespace, changes, reporter, reapply=reapply)
     host = querier_host(kube)
     ca_pem, trusted = ingress_ca(kube)
     querier = Querier(host, token, ca_pem, trusted)

@@ -69,7 +69,7 @@ def _events(inv: Inventory, src: Sources, provisioner: Transport, now: datetime,
             # The server's files are asked of the host the log came from; a copy named on the
             # command line asks no host, unless the provisioner is this machine.
             if log is src.access_log and (log.from_inventory or is_local(inv, "provisioner")):
-                sizes.update(_served_sizes(inv, where))
+                sizes.update(_served_sizes(inv, where, _own_names(inv, src.out)))
         except OSError as exc:
             unread.append(f"{shown}: {exc.strerror or exc}")
         except UpiError as exc:  # the provisioner refused us, or did not answer
@@ -153,18 +153,22 @@ def _ignition_age(assets: Path | None, now: float) -> float | None:
     return now - max(times) if times else None
 
 
-def _served_sizes(inv: Inventory, where: Transport) -> dict[str, int]:
+def _served_sizes(inv: Inventory, where: Transport, own: frozenset[str] = frozenset()) -> dict[str, int]:
     """The size of each file a node fetches as the HTTP server holds it (under `http_root`), by name.
 
     One `stat` on the host whose access log was read; what it cannot tell
-    (a missing file, not a regular file, an old stat) stays unknown.
+    (a missing file, not a regular file, an old stat) stays unknown. `own`:
+    the day-2 nodes whose own ignition (ignition/nodes/NAME.ign) upi published
+    (_own_names), judged like a day-1 node's role file.
     """
     import stat
 
+    from upi.facts.boot import own_ignition_path
     from upi.status.stages import http_files
 
     root = inv.provisioner.http_root.rstrip("/")
     paths = {f"{root}/ignition/{role}.ign" for role in sorted({n.role.value for n in inv.nodes})}
+    paths |= {f"{root}/{own_ignition_path(name)}" for name in own}
     image = inv.rhcos.rootfs if inv.live_rootfs else inv.rhcos.image
     if image and "://" not in image and http_files(inv):
         paths.add(f"{root}/{image.lstrip('/')}")
@@ -221,13 +225,20 @@ def _own_copies(inv: Inventory, out: Path) -> list[Path]:
     push), so its size says nothing about what the nodes fetch.
     """
     from upi.facts.boot import own_ignition_path
+
+    return [out / "http" / own_ignition_path(name) for name in sorted(_own_names(inv, out))]
+
+
+def _own_names(inv: Inventory, out: Path | None) -> frozenset[str]:
+    """The inventory's workers DIR/own-ignition.json records (upi nodes add); none without DIR."""
     from upi.ownignition import load_record, own_nodes
 
+    if out is None:
+        return frozenset()
     try:
-        own = own_nodes(inv, load_record(out))
+        return own_nodes(inv, load_record(out))
     except UpiError:
-        return []  # a damaged record: sizes stay unknown, as without a render dir
-    return [out / "http" / own_ignition_path(name) for name in sorted(own)]
+        return frozenset()  # a damaged record: sizes stay unknown, as without a render dir
 
 
 def snapshot(inv: Inventory, src: Sources, *, threshold: float, provisioner: Transport | None = None,
