@@ -83,6 +83,9 @@ def spawn(args: list[str], *, tty: bool, env: dict[str, str] | None = None) -> U
                                 preexec_fn=sigint_default)  # tests send it SIGINT (childsignals.py)
         assert proc.stdout is not None and proc.stderr is not None
         return Upi(proc, proc.stdout.fileno(), proc.stderr.fileno())
+    # The terminal's size is the pty's: COLUMNS and LINES in this environment (pytest-xdist's
+    # workers have 80x24 there) would override it for rich and cut the table.
+    environ = {k: v for k, v in environ.items() if k not in ("COLUMNS", "LINES")}
     master, slave = pty.openpty()
     # A wide terminal, so the live table's cells are not cut to `…`.
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 220, 0, 0))
