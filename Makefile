@@ -152,8 +152,12 @@ lint: venv
 	$(BIN)/ruff check upi tests bench
 	$(BIN)/mypy
 
+# The suite mostly waits (servers' deadlines, health checks, emulated BMCs, qemu boots):
+# TEST_WORKERS pytest processes run it side by side, each test file whole in one of them
+# (its module fixtures are set up once). TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 2
 unit: venv
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 test: system-deps venv lint unit
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socketserver
 import sys
 from pathlib import Path
 
@@ -15,6 +16,20 @@ from typer.testing import CliRunner
 # Watch the reference data beside the repository from the first import on: a test that
 # reads it would pass here and fail from a clone (tests/repo_guard.py, tests/data/).
 repo_guard.install()
+
+
+def _serve_forever(self: socketserver.BaseServer, poll_interval: float = 0.02) -> None:
+    _stdlib_serve_forever(self, poll_interval)
+
+
+# The tests' own servers (fakes of the API server, BMCs, web servers) run
+# socketserver's serve_forever() in a thread and stop with shutdown(), which
+# waits until the loop looks at its flag again: every poll_interval, 0.5 s by
+# default. That is half a second at the end of each test that stops a server
+# (155 of them in test_kubeconfig_input.py alone); polled every 20 ms, the
+# stop is immediate. Any server started in the tests gets it, also new ones.
+_stdlib_serve_forever = socketserver.BaseServer.serve_forever
+socketserver.BaseServer.serve_forever = _serve_forever  # type: ignore[method-assign]
 
 ROOT = Path(__file__).resolve().parent.parent
 INVENTORIES = ROOT / "inventories"

@@ -99,9 +99,9 @@ def kernel_image() -> Path:
         deb = next(Path(tmp).glob("*.deb"))
         run(["dpkg-deb", "-x", deb, Path(tmp) / "x"], timeout=300)
         vmlinuz = next((Path(tmp) / "x" / "boot").glob("vmlinuz-*"))
-        partial = cache / (vmlinuz.name + ".part")
-        shutil.copyfile(vmlinuz, partial)
-        return partial.replace(cache / vmlinuz.name)
+        # Renamed whole from this run's own directory (the same file system): two test
+        # processes fetching at once (pytest -n) each put a complete file there.
+        return vmlinuz.replace(cache / vmlinuz.name)
 
 
 def _cpio_entry(ino: int, name: str, mode: int, data: bytes = b"") -> bytes:

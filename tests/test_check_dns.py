@@ -5,7 +5,9 @@ import socket
 import threading
 from pathlib import Path
 
+import dns.flags
 import dns.message
+import dns.query
 import pytest
 from check_helpers import LOOPBACK, dnsmasq
 from conftest import inventory_path
@@ -162,3 +164,18 @@ def test_a_lost_query_is_sent_again() -> None:
         assert lost[0].error == "no answer in 1 try of 0.1 s"
     finally:
         sock.close()
+
+
+def test_a_truncated_answer_is_asked_again_over_tcp(tmp_path: Path) -> None:
+    """Real dnsmasq: 60 addresses for one name pass UDP's 512 bytes; the client asks over TCP."""
+    want = [f"10.9.0.{i}" for i in range(1, 61)]
+    conf = tmp_path / "dns.conf"
+    conf.write_text("no-resolv\nno-hosts\n" + "".join(f"host-record=big.example.test,{ip}\n" for ip in want))
+    with dnsmasq(conf) as port:
+        # The premise: over UDP (no EDNS, as the client asks) the answer comes truncated.
+        udp = dns.query.udp(dns.message.make_query("big.example.test", "A"), LOOPBACK, port=port,
+                            timeout=2)
+        assert udp.flags & dns.flags.TC
+        [answer] = query_all([Query("big.example.test", "A")], LOOPBACK, port)
+    assert answer.error == ""
+    assert sorted(answer.values) == sorted(want)
