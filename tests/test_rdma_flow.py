@@ -93,6 +93,7 @@ def test_dry_run_shows_the_network_operator_objects(runner, tmp_path: Path, clus
     planned = json.loads(result.stdout)["planned"]
     assert any("name: nvidia-network-operator\n" in p and "kind: Subscription" in p for p in planned)
     assert any(p.startswith("# NicClusterPolicy") for p in planned)
+    assert any("kind: RoleBinding" in p and "name: system:openshift:scc:privileged" in p for p in planned)
     assert cluster.api.get(OLM, "Subscription", "nvidia-network-operator", "nvidia-network-operator") is None
     # Installed: the NicClusterPolicy and the network as they would be applied, and nothing written.
     assert runner.invoke(app, gpu_args(inv, cluster, timeout="1")).exit_code == 0

@@ -305,8 +305,10 @@ def plan(inv: Inventory, kube: Kube) -> list[str]:
         docs.append(
             "# NodeFeatureDiscovery and ClusterPolicy: built from the operators' CSVs once installed\n"
         )
-    if rdma_nodes(inv):
-        docs += plan_network(inv, kube)
+    if rdma_nodes(inv):  # the Network Operator's objects, then the bandwidth test's account and SCC binding
+        from upi.gpu.rdma import test_account_objects
+
+        docs += plan_network(inv, kube) + [dump(o) for o in test_account_objects(inv)]
     return docs
 
 
