@@ -146,7 +146,7 @@ def test_peermem_that_never_loads_names_the_node(runner, tmp_path: Path) -> None
     for cluster in _cluster(tmp_path, fabrics):
         cluster.nodes["worker-1"].peermem_fails = True
         result = runner.invoke(app, gpu_args(dgx_inventory(tmp_path, fabrics), cluster, "--json",
-                                             timeout="0.2"))
+                                             timeout="0.08"))
         assert result.exit_code == 1, result.output
         diag = json.loads(result.stdout)["diagnosis"]
         assert diag["step"] == "ClusterPolicy ready"
