@@ -146,6 +146,8 @@ KINDS = [
     Kind("", "v1", "ConfigMap", "configmaps", True, False),
     Kind("", "v1", "ServiceAccount", "serviceaccounts", True, False),
     Kind("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False, False),
+    # The RDMA bandwidth test's SCC grant (upi.gpu.rdma.test_account_objects; tests/fake_rdma.py reads it).
+    Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True, False),
 ]
 _BY_PATH = {(k.group, k.version, k.plural): k for k in KINDS}
 _BY_API = {(k.api_version, k.kind): k for k in KINDS}
@@ -272,6 +274,9 @@ class FakeApiServer:
         self.requests: list[tuple[str, str, str]] = []  # (method, path, content type)
         self.tokens: dict[str, tuple[str, str]] = {}  # TokenRequest tokens issued -> (namespace, account)
         self.controllers: list[Callable[[], None]] = []
+        # Admission plugins a fake adds (OpenShift's SCC admission: tests/fake_rdma.py): given the kind,
+        # namespace and body of a create, an error answer (code, Status) refuses it; None admits it.
+        self.admission: list[Callable[[Kind, str, Obj], tuple[int, Obj] | None]] = []
         self.unserved: set[Kind] = set()  # CRD kinds not installed yet: their URLs are 404
         # Misbehaviour on demand: raw bytes instead of the answer (see the module's docstring).
         self.tamper: Tamper | None = None
@@ -573,6 +578,10 @@ class FakeApiServer:
         with self.lock:
             if key in self.objects:
                 return 409, status(409, "AlreadyExists", f'{k.plural} "{name}" already exists')
+            for plugin in self.admission:
+                refused = plugin(k, ns, body)
+                if refused is not None:
+                    return refused
             try:
                 self._validate(k, body)
             except SchemaRejected as exc:

@@ -159,7 +159,7 @@ def _pulling(name: str, image: str) -> Obj:
 
 
 def run(pod: Obj, *, build_error: str | None, load_error: str | None, image_pull_fails: bool,
-        stalled: str | None, nic_driver_ready: bool | None = None) -> tuple[Obj, dict[str, str]]:
+        stalled: str | None, nic_driver_ready: bool = False) -> tuple[Obj, dict[str, str]]:
     """The pod's status and its containers' logs: what the real containers show in each case.
 
     `build_error`: the compiler's output (the build fails); `load_error`: modprobe's (the
@@ -211,9 +211,8 @@ def run(pod: Obj, *, build_error: str | None, load_error: str | None, image_pull
         statuses = [_crashing("nvidia-driver-ctr", drv_image) if failed
                     else _running("nvidia-driver-ctr", drv_image, stalled is None)]
         phase = "Running"
-    # nvidia-peermem-ctr loads once both drivers are: the NIC driver's flag and ours. `nic_driver_ready`
-    # None: the caller simulates that container itself (tests/fake_rdma.py).
-    if PEERMEM in containers and nic_driver_ready is not None:
+    # nvidia-peermem-ctr loads once both drivers are: the NIC driver's flag (tests/fake_network.py) and ours.
+    if PEERMEM in containers:
         loaded = nic_driver_ready and all(s["ready"] for s in statuses)
         statuses.append(_running(PEERMEM, containers[PEERMEM], loaded))
         logs[PEERMEM] = PEERMEM_WAITS + (PEERMEM_LOADED if loaded else "")

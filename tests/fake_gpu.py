@@ -23,6 +23,7 @@ import yaml
 from fake_apiserver import FakeApiServer, Obj, now
 from fake_mco import FakeMco
 from fake_network import FakeNetworkOperator
+from fake_rdma import POD_LABEL, FakeRdma
 from fake_thanos import FakeThanos
 from kube_schema import csv as real_csv
 
@@ -86,6 +87,7 @@ class SimNode:
     mig_fails: bool = False  # the MIG manager cannot apply the node's layout
     validation_hangs: bool = False  # the validation image cannot be pulled on this node
     diag_fails: tuple[int, str] | None = None  # (GPU index, DCGM test) that fails `dcgmi diag` here
+    peermem_fails: bool = False  # nvidia-peermem never loads here (the peermem script keeps waiting)
     rhcos: str = RHCOS
     product: str = "NVIDIA-H100-80GB-HBM3"
     devices: list[dict[str, str]] = field(default_factory=list)
@@ -109,7 +111,7 @@ class FakeGpuCluster:
         self.validation_pods: list[Obj] = []
         self.diag_pods: list[Obj] = []  # upi's DCGM diagnostic pods (`dcgmi diag`)
         self.most_validation_pods_at_once = 0  # upi's validation pods seen together in one tick
-        self.foreign_pods: set[str] = set()  # labels of pods another fake runs (tests/fake_rdma.py)
+        self.foreign_pods: set[str] = {POD_LABEL}  # labels of pods another fake runs (tests/fake_rdma.py)
         self._csv_age: dict[str, int] = {}
         self._mig_seen: dict[str, str] = {}
         self._mig_lag: dict[str, int] = {}
@@ -128,8 +130,10 @@ class FakeGpuCluster:
             self.api.withhold("mellanox.com/v1alpha1", kind)
         # The Network Operator (tests/fake_network.py) before the GPU Operator: peermem waits for its driver.
         self.network = FakeNetworkOperator(self.api)
+        # upi's RDMA bandwidth test pods: SCC admission, scheduler, Multus over the networks above, perftest.
+        self.rdma = FakeRdma(self.api)
         self.api.controllers += [self.mco.tick, self._olm, self._nfd, self.network.tick, self._gpu_operator,
-                                 self._pods]
+                                 self._pods, self.rdma.tick]
 
     def start(self) -> FakeGpuCluster:
         self.api.start()
@@ -566,7 +570,8 @@ class FakeGpuCluster:
         gpudirect = (policy["spec"].get("driver") or {}).get("rdma") or {}
         rdma = gpudirect.get("enabled") is True
         # useHostMofed: the host's own mlx5 driver, which the peermem script takes as loaded.
-        nic_ready = gpudirect.get("useHostMofed") is True or self.network.driver_ready(sim.name)
+        nic_ready = (gpudirect.get("useHostMofed") is True or self.network.driver_ready(sim.name)) and (
+            not sim.peermem_fails)
         ds = fake_driver.daemonset(ns, rhcos if dtk else None, image, DTK_IMAGE if dtk else None,
                                    peermem=rdma)
         have = self.api.get("apps/v1", "DaemonSet", ds["metadata"]["name"], ns)

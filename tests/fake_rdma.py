@@ -1,34 +1,38 @@
-"""Fake GPUDirect RDMA on the DGXs: NIC driver pods, the RDMA device plugin, nvidia-peermem, ib_write_bw pods.
+"""Fake GPUDirect RDMA bandwidth tests on the DGXs: SCC admission, the scheduler, Multus, ib_write_bw pods.
 
-A fake, hooked into the fake API server like tests/fake_gpu.py (a controller
-run after every write and on every tick). It holds the installed state issue
-26's verification reads, and runs the bandwidth test pods:
+A fake, hooked into the fake API server by tests/fake_gpu.py (a controller
+run after every write and on every tick). It is the one place that runs
+upi's bandwidth test pods; everything they rely on comes from the other fakes
+of the same cluster, never from here: the NIC driver pods (`mofed-*`, label
+`nvidia.com/ofed-driver`, container `mofed-container`), the RDMA shared
+device plugin's `rdma/<resourceName>` allocatable and the IPoIB/macvlan
+networks are tests/fake_network.py's (the Network Operator); the GPU driver
+pod's `nvidia-peermem-ctr` is tests/fake_gpu.py's (the GPU Operator).
 
-- NIC driver pods, as the Network Operator's DaemonSet makes them
-  (Mellanox/network-operator manifests/state-ofed-driver/0050_ofed-driver-ds.yaml):
-  name `mofed-<os><version>-<kernel hash>-ds-<suffix>`, labels `app` and
-  `nvidia.com/ofed-driver: ""`, container `mofed-container` (and, with the
-  Driver Toolkit on OpenShift, `openshift-driver-toolkit-ctr`). A driver that
-  fails crash-loops with the log the test chooses.
-- The RDMA shared device plugin's `rdma/<resourceName>` allocatable: the
-  config's `rdmaHcaMax` (63 in the CSV's default NicClusterPolicy) on a node
-  whose NIC driver is loaded, 0 otherwise.
-- The GPU driver pod with `nvidia-peermem-ctr` when RDMA is enabled
-  (NVIDIA/gpu-operator assets/state-driver/0500_daemonset.yaml; controllers/
-  object_controls.go transformPeerMemoryContainer drops the container when
-  driver.rdma is off); the container logs what NVIDIA/gpu-driver-container
-  rhel9/nvidia-driver `reload_nvidia_peermem` prints, and is ready only once
-  the module loaded (its startup probe `probe_nvidia_peermem`).
+- OpenShift's SCC admission for pods that add a capability, run as root or
+  privileged: admitted only when the pod's ServiceAccount is bound (RoleBinding
+  in its namespace, or a ClusterRoleBinding) to the ClusterRole
+  `system:openshift:scc:privileged` (openshift-docs
+  modules/security-context-constraints-rbac.adoc: one `use` ClusterRole per
+  SCC). Otherwise 403 Forbidden in the admission's words, one entry per SCC
+  provider tried, as clusters print it (openshift/origin issue 12741,
+  bank-vaults/bank-vaults issue 706, WASdev/websphere-liberty-operator issue
+  692): `pods "<name>" is forbidden: unable to validate against any security
+  context constraint: [provider "anyuid": Forbidden: not usable by user or
+  serviceaccount, provider restricted-v2: .containers[0].capabilities.add:
+  Invalid value: "IPC_LOCK": capability may not be added, ...]`.
 - The scheduler for the test pods: node affinity on `metadata.name`, taints,
   and extended resources counted against what the node's other pods hold; a
   pod it cannot place stays Pending with PodScheduled False, reason
   Unschedulable, and the scheduler's message ("0/N nodes are available: ...",
   kubernetes pkg/scheduler/framework/types.go FitError.Error and the
   NodeResourcesFit / TaintToleration / NodeAffinity plugins' reasons).
-- Multus: a pod asking for a known network (`k8s.v1.cni.cncf.io/networks`)
-  gets the `k8s.v1.cni.cncf.io/network-status` annotation (the default
-  network first, `default: true`, then `net1` on the secondary one with an
-  address from its range); an unknown network leaves the pod ContainerCreating.
+- Multus: a pod asking for a network the Network Operator made
+  (`k8s.v1.cni.cncf.io/networks` naming the NetworkAttachmentDefinition an
+  IPoIBNetwork/MacvlanNetwork reports in its status) gets the
+  `k8s.v1.cni.cncf.io/network-status` annotation (the default network first,
+  `default: true`, then `net1` on the secondary one with an address from the
+  network's whereabouts range); an unknown network leaves the pod ContainerCreating.
 - `ib_write_bw` (linux-rdma/perftest; its output in tests/fake_perftest.py):
   the server waits for a client; the client, given the server's address,
   prints perftest's report table with the figure the test chose for the pair
@@ -40,59 +44,33 @@ run after every write and on every tick). It holds the installed state issue
   ("Couldn't connect to <ip>:18515", perftest_communication.c).
 
 `overlaps` records every time one node held two test pods at once;
-`measured` every pair whose client finished, as (server node, client node).
+`measured` every pair whose client finished, as (server node, client node);
+`refused` every pod SCC admission refused.
 """
 
 from __future__ import annotations
 
-import hashlib
+import ipaddress
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
-import fake_driver
-from fake_gpu import KERNEL, RHCOS, FakeGpuCluster
+from fake_apiserver import FakeApiServer
 from fake_perftest import PERFTEST_PORT, report
+from kube_wire import status
 
 Obj = dict[str, Any]
 POD_LABEL = "upi.openshift.io/rdma-bandwidth"  # what upi labels its test pods with (upi.gpu.rdma_perftest)
-NIC_LABEL = "nvidia.com/ofed-driver"
-DOCA_IMAGE = "nvcr.io/nvidia/mellanox/doca-driver:doca3.4.1-26.04-1.1.0.0-1-rhcos4.16-amd64"
-DRIVER_IMAGE = "nvcr.io/nvidia/driver:580.95.05-rhcos4.16"
-PEERMEM_WAITS = "waiting for mellanox ofed and nvidia drivers to be installed\n"
-PEERMEM_LOADED = "successfully loaded nvidia-peermem module, now waiting for signal\n"
-PEERMEM_FAILED = "failed to load nvidia-peermem module\n"
-
-
-@dataclass
-class RdmaSim:
-    """A DGX's RDMA side: its fabric, its NIC driver, nvidia-peermem."""
-
-    name: str
-    fabric: str = "infiniband"
-    gpus: int = 8
-    rdma_devices: int = 63  # the shared device plugin's rdmaHcaMax
-    nic_driver: bool = True  # False: a driver on the host (no NIC driver pod)
-    nic_driver_error: str | None = None  # the NIC driver's log when it fails (CrashLoopBackOff)
-    peermem: str = "loaded"  # loaded | absent (driver.rdma off) | failing
-    taints: list[Obj] = field(default_factory=list)
+MELLANOX = "mellanox.com/v1alpha1"
+SCC_ROLE = "system:openshift:scc:privileged"
+# The restricted-v2 SCC's UID range in a fresh namespace (openshift.io/sa.scc.uid-range annotation).
+UID_RANGE = "[1000680000, 1000689999]"
 
 
 class FakeRdma:
-    """The RDMA side of a fake GPU cluster (a fake): installed state plus the bandwidth pods' runner."""
+    """The bandwidth test pods' side of the fake cluster (a fake): admission, placement, Multus, perftest."""
 
-    def __init__(self, cluster: FakeGpuCluster, sims: list[RdmaSim], *,
-                 resource: str = "rdma_shared_device_a", networks: dict[str, str] | None = None,
-                 gpu_namespace: str = "nvidia-gpu-operator",
-                 network_namespace: str = "nvidia-network-operator") -> None:
-        self.api = api = cluster.api
-        cluster.foreign_pods.add(POD_LABEL)  # the GPU fake's pod runner leaves the test pods to this one
-        self.sims = {s.name: s for s in sims}
-        self.resource = f"rdma/{resource}"
-        # Secondary networks Multus knows (`ns/name`) -> the first three octets of their range.
-        self.networks = networks or {f"{network_namespace}/rdma-ib": "192.168.100",
-                                     f"{network_namespace}/rdma-roce": "192.168.200"}
-        self.gpu_namespace, self.network_namespace = gpu_namespace, network_namespace
+    def __init__(self, api: FakeApiServer) -> None:
+        self.api = api
         self.bandwidth: dict[frozenset[str], float] = {}  # per pair of nodes; default_gbps otherwise
         self.default_gbps = 392.0
         self.report_gbits = True
@@ -101,73 +79,72 @@ class FakeRdma:
         self.unpullable: set[str] = set()  # images the registry does not hold (a disconnected mirror lacks)
         self.overlaps: list[tuple[str, list[str]]] = []
         self.measured: list[tuple[str, str]] = []
+        self.refused: list[str] = []  # pods SCC admission refused (their generateName or name)
         self.most_servers_at_once = 0  # test servers that existed together (pairs of a round run at once)
         self.pods_seen: dict[str, Obj] = {}  # every test pod as created, by name
         self._bound: dict[str, str] = {}  # test pod -> node it runs on
         self._ips: dict[str, str] = {}  # test pod -> its secondary address
         self._age: dict[str, int] = {}
-        self._seed()
-        api.controllers.append(self.tick)
+        api.admission.append(self.admit)
 
-    # --- installed state --------------------------------------------------------------
-    def _seed(self) -> None:
-        for ns in (self.gpu_namespace, self.network_namespace):
-            self.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        for sim in self.sims.values():
-            node = self.api.get("v1", "Node", sim.name)
-            assert node is not None, f"FakeRdma: {sim.name} is not a node of the fake cluster"
-            loaded = sim.nic_driver_error is None
-            node["status"]["allocatable"].update({"nvidia.com/gpu": str(sim.gpus),
-                                                  self.resource: str(sim.rdma_devices if loaded else 0)})
-            node["metadata"].setdefault("labels", {})["nvidia.com/gpu.present"] = "true"
-            if sim.taints:
-                node["spec"]["taints"] = sim.taints
-            self.api.put(node)
-            if sim.nic_driver:
-                self._nic_pod(sim)
-            self._gpu_driver_pod(sim)
+    # --- SCC admission ----------------------------------------------------------------------
+    def admit(self, kind: Any, ns: str, pod: Obj) -> tuple[int, Obj] | None:
+        """SCC admission of a pod: restricted-v2 for everyone, privileged for accounts bound to it."""
+        if kind.kind != "Pod":
+            return None
+        spec = pod.get("spec") or {}
+        errors: list[str] = []
+        for i, c in enumerate(spec.get("containers") or []):
+            ctx = c.get("securityContext") or {}
+            for cap in (ctx.get("capabilities") or {}).get("add") or []:  # first, as in the issues' quotes
+                if cap != "NET_BIND_SERVICE":  # restricted-v2's allowedCapabilities
+                    errors.append(f'.containers[{i}].capabilities.add: Invalid value: "{cap}": capability '
+                                  "may not be added")
+            if ctx.get("privileged"):
+                errors.append(f".containers[{i}].privileged: Invalid value: true: Privileged containers "
+                              "are not allowed")
+            if ctx.get("runAsUser") == 0:
+                errors.append(f".containers[{i}].runAsUser: Invalid value: 0: must be in the ranges: "
+                              f"{UID_RANGE}")
+        account = spec.get("serviceAccountName") or "default"
+        if not errors or self._may_use_privileged(ns, account):
+            return None
+        meta = pod.get("metadata") or {}
+        name = meta.get("generateName") or meta.get("name", "")
+        self.refused.append(name)
+        unusable = 'Forbidden: not usable by user or serviceaccount'
+        providers = [f'provider "anyuid": {unusable}', *(f"provider restricted-v2: {e}" for e in errors),
+                     f'provider "hostnetwork-v2": {unusable}', f'provider "privileged": {unusable}']
+        return 403, status(403, "Forbidden", f'pods "{name}" is forbidden: unable to validate against any '
+                           f"security context constraint: [{', '.join(providers)}]")
 
-    def _nic_pod(self, sim: RdmaSim) -> None:
-        kernel_hash = hashlib.sha256(KERNEL.encode()).hexdigest()[:8]  # getStringHash(kernel)
-        app = f"mofed-rhcos4.16-{kernel_hash}"
-        name = f"{app}-ds-{hashlib.sha256(sim.name.encode()).hexdigest()[:5]}"
-        ns = self.network_namespace
-        containers = [{"name": "mofed-container", "image": DOCA_IMAGE},
-                      {"name": "openshift-driver-toolkit-ctr", "image": "quay.io/openshift-release-dev/dtk"}]
-        self.api.put({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": {"app": app, NIC_LABEL: ""},
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
-                                              "name": f"{app}-ds", "uid": "", "controller": True}]},
-            "spec": {"nodeName": sim.name, "hostNetwork": True, "containers": containers},
-        })
-        failed = sim.nic_driver_error is not None
-        mofed = _state("mofed-container", DOCA_IMAGE, not failed, crashing=failed)
-        dtk = _state("openshift-driver-toolkit-ctr", containers[1]["image"], True)
-        self.api.set_status("v1", "Pod", name, ns, {"phase": "Running", "containerStatuses": [mofed, dtk]})
-        self.api.pod_logs[(ns, name, "mofed-container")] = sim.nic_driver_error or (
-            "Starting driver container\nLoading driver modules\nDriver container is ready\n")
+    def _may_use_privileged(self, ns: str, account: str) -> bool:
+        if self.api.get("v1", "ServiceAccount", account, ns) is None:
+            return False  # a pod naming a missing account is refused anyway (ServiceAccount admission)
+        bindings = [*self.api.list("rbac.authorization.k8s.io/v1", "RoleBinding", ns),
+                    *self.api.list("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")]
+        for b in bindings:
+            ref = b.get("roleRef") or {}
+            if (ref.get("kind"), ref.get("name")) != ("ClusterRole", SCC_ROLE):
+                continue
+            wanted = ("ServiceAccount", account, ns)
+            subjects = b.get("subjects") or []
+            if any((s.get("kind"), s.get("name"), s.get("namespace")) == wanted for s in subjects):
+                return True
+        return False
 
-    def _gpu_driver_pod(self, sim: RdmaSim) -> None:
-        ds = fake_driver.daemonset(self.gpu_namespace, RHCOS, DRIVER_IMAGE, DRIVER_IMAGE)
-        if sim.peermem != "absent":  # transformPeerMemoryContainer keeps it only with driver.rdma enabled
-            ds["spec"]["template"]["spec"]["containers"].append(
-                {"name": "nvidia-peermem-ctr", "image": DRIVER_IMAGE, "command": ["nvidia-driver"],
-                 "args": ["reload_nvidia_peermem"]})
-        pod = fake_driver.pod_for(ds, sim.name)
-        name = pod["metadata"]["name"]
-        self.api.put(pod)
-        st, logs = fake_driver.run(pod, build_error=None, load_error=None, image_pull_fails=False,
-                                   stalled=None)
-        if sim.peermem != "absent":
-            ok = sim.peermem == "loaded" and sim.nic_driver_error is None
-            st["containerStatuses"].append(_state("nvidia-peermem-ctr", DRIVER_IMAGE, ok,
-                                                  crashing=sim.peermem == "failing"))
-            logs["nvidia-peermem-ctr"] = PEERMEM_WAITS + (PEERMEM_LOADED if ok else PEERMEM_FAILED
-                                                          if sim.peermem == "failing" else PEERMEM_WAITS)
-        self.api.set_status("v1", "Pod", name, self.gpu_namespace, st)
-        for container, text in logs.items():
-            self.api.pod_logs[(self.gpu_namespace, name, container)] = text
+    # --- Multus: the networks the Network Operator made --------------------------------------
+    def networks(self) -> dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        """`ns/name` of each NetworkAttachmentDefinition an IPoIB/macvlan network reports -> its range."""
+        out: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network] = {}
+        for kind, key in (("IPoIBNetwork", "ipoibNetworkAttachmentDef"),
+                          ("MacvlanNetwork", "macvlanNetworkAttachmentDef")):
+            for net in self.api.list(MELLANOX, kind):
+                nad = (net.get("status") or {}).get(key)
+                if nad:
+                    ipam = json.loads(net["spec"].get("ipam") or "{}")
+                    out[nad] = ipaddress.ip_network(ipam["range"], strict=False)
+        return out
 
     # --- the test pods --------------------------------------------------------------------
     def tick(self) -> None:
@@ -268,12 +245,13 @@ class FakeRdma:
         wanted = (meta.get("annotations") or {}).get("k8s.v1.cni.cncf.io/networks", "")
         status: list[Obj] = [{"name": "ovn-kubernetes", "interface": "eth0", "default": True, "dns": {},
                               "ips": [f"10.128.{len(self._bound)}.{len(self._ips) + 10}"]}]
+        known = self.networks()
         for i, net in enumerate(n.strip() for n in wanted.split(",") if n.strip()):
-            prefix = self.networks.get(net)
-            if prefix is None:  # Multus cannot find the NetworkAttachmentDefinition: no sandbox
+            cidr = known.get(net)
+            if cidr is None:  # Multus cannot find the NetworkAttachmentDefinition: no sandbox
                 self._waiting(pod, "ContainerCreating", "")
                 return
-            ip = f"{prefix}.{len(self._ips) + 10}"
+            ip = str(cidr.network_address + len(self._ips) + 10)
             self._ips[meta["name"]] = ip
             status.append({"name": net, "interface": f"net{i + 1}", "ips": [ip], "dns": {},
                            "mac": "02:00:00:00:00:" + f"{len(self._ips):02x}"})
@@ -367,12 +345,7 @@ class FakeRdma:
         self._bound.pop(meta["name"], None)
 
 
-def _state(name: str, image: str, ready: bool, *, crashing: bool = False) -> Obj:
-    if crashing:
-        return {"name": name, "image": image, "ready": False, "restartCount": 4,
-                "state": {"waiting": {"reason": "CrashLoopBackOff",
-                                      "message": f"back-off 1m20s restarting failed container={name}"}},
-                "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}
+def _state(name: str, image: str, ready: bool) -> Obj:
     return {"name": name, "image": image, "ready": ready, "restartCount": 0,
             "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}
 

@@ -93,6 +93,7 @@ def test_dry_run_shows_the_network_operator_objects(runner, tmp_path: Path, clus
     planned = json.loads(result.stdout)["planned"]
     assert any("name: nvidia-network-operator\n" in p and "kind: Subscription" in p for p in planned)
     assert any(p.startswith("# NicClusterPolicy") for p in planned)
+    assert any("kind: RoleBinding" in p and "name: system:openshift:scc:privileged" in p for p in planned)
     assert cluster.api.get(OLM, "Subscription", "nvidia-network-operator", "nvidia-network-operator") is None
     # Installed: the NicClusterPolicy and the network as they would be applied, and nothing written.
     assert runner.invoke(app, gpu_args(inv, cluster, timeout="1")).exit_code == 0
@@ -201,6 +202,36 @@ def test_nodes_add_names_the_new_dgx_in_the_nic_cluster_policy(runner, tmp_path:
     node = cluster.api.get("v1", "Node", "worker-1")
     assert node is not None and node["status"]["allocatable"]["rdma/rdma_shared_device_a"] == "63"
     assert cluster.peermem_restarts == []  # GPUDirect was on from day 1: no GPU driver restarted
+    # Then proven: its node checks, and one bandwidth test against the DGX already there.
+    assert cluster.rdma.measured[-1] == ("worker-0", "worker-1")
+    assert "worker-1: RDMA ready" in said and "worker-0: RDMA ready" not in said
+    assert "worker-0<->worker-1: 392.00 Gb/s average (passed)" in said
+
+
+def test_nodes_add_pairs_each_new_dgx_with_an_existing_one_not_the_whole_ring(runner, tmp_path: Path) -> None:
+    from rdma_support import dgx_inventory, dgx_nodes
+
+    fabrics = ["infiniband"] * 5
+    for cluster in clean_cluster(tmp_path, dgx_nodes(fabrics)):
+        later = [cluster.api.get("v1", "Node", n) for n in ("worker-3", "worker-4")]
+        for node in later:
+            assert node is not None
+            cluster.api.delete("v1", "Node", node["metadata"]["name"])
+        (tmp_path / "day1").mkdir()
+        day1 = dgx_inventory(tmp_path / "day1", fabrics)
+        text = day1.read_text()
+        day1.write_text(text[:text.index("  - {name: worker-3")])
+        assert runner.invoke(app, gpu_args(day1, cluster, timeout="2")).exit_code == 0
+        assert len(cluster.rdma.measured) == 3  # day 1: the ring of three
+        for node in later:
+            cluster.api.put(node)
+        said = _verify(cluster, dgx_inventory(tmp_path, fabrics), ["worker-3", "worker-4"])
+        # Two tests, one per new DGX, in one round (they share no node); not the ring of five.
+        assert cluster.rdma.measured[3:] in ([("worker-0", "worker-3"), ("worker-1", "worker-4")],
+                                             [("worker-1", "worker-4"), ("worker-0", "worker-3")])
+        assert cluster.rdma.overlaps == []
+        assert [line for line in said if line.startswith("RDMA bandwidth round")] == [
+            "RDMA bandwidth round 1: worker-0<->worker-3, worker-1<->worker-4"]
 
 
 def test_nodes_add_does_not_switch_gpudirect_on_cluster_wide(runner, tmp_path: Path,

@@ -41,3 +41,22 @@ def test_fabrics_are_paired_apart_and_their_rounds_run_together() -> None:
         assert p.fabric == ("infiniband" if p.server.startswith("i") else "ethernet")
     assert [len(r) for r in rounds(pairs)] == [2, 1, 1]
     assert pairs[0].name == "i1<->i2"
+
+
+def test_joining_dgxs_are_each_paired_once_with_an_existing_dgx_of_their_fabric() -> None:
+    from upi.gpu.rdma_pairs import joining
+
+    fabrics = {"infiniband": ["a", "b", "c", "d", "e"], "ethernet": ["r1", "r2", "r3"]}
+    pairs = joining(fabrics, {"d", "e", "r2", "r3"})
+    assert [(p.server, p.client, p.fabric, p.round) for p in pairs] == [
+        ("a", "d", "infiniband", 0), ("b", "e", "infiniband", 0),
+        ("r1", "r2", "ethernet", 0), ("r1", "r3", "ethernet", 1)]  # r1 serves both: two rounds
+
+
+def test_joining_dgxs_without_an_existing_one_pair_among_themselves() -> None:
+    from upi.gpu.rdma_pairs import joining
+
+    pairs = joining({"infiniband": ["a", "b", "c"]}, {"a", "b", "c"})
+    assert [(p.server, p.client, p.round) for p in pairs] == [("a", "b", 0), ("b", "c", 1), ("c", "a", 2)]
+    assert joining({"infiniband": ["a", "b"]}, {"b"}) == joining({"infiniband": ["a", "b"]}, ["b"])
+    assert joining({"ethernet": ["x"]}, {"x"}) == []  # one DGX on its fabric: node checks only

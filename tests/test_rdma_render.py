@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import rdma_facts
 import yaml
 from kube_schema import csv, has_schema, schema_errors
@@ -19,6 +20,8 @@ from upi.cli import app
 
 NETWORK_FILES = ["30-network-operator-namespace.yaml", "31-network-operator-operatorgroup.yaml",
                  "32-network-operator-subscription.yaml", "33-nic-cluster-policy.yaml"]
+TEST_FILES = ["35-rdma-test-namespace.yaml", "36-rdma-test-serviceaccount.yaml",
+              "37-rdma-test-scc-rolebinding.yaml"]
 
 
 def _rendered(runner, tmp_path: Path, inv: Path) -> dict[str, dict]:
@@ -44,7 +47,8 @@ def test_carried_facts_match_the_extracted_upstream_files() -> None:
 
 def test_infiniband_objects_pass_the_real_crd_schemas(runner, tmp_path: Path) -> None:
     objs = _rendered(runner, tmp_path, rdma_inventory(tmp_path))
-    assert [n for n in objs if n.startswith("3")] == [*NETWORK_FILES, "34-ipoibnetwork-rdma-ipoib.yaml"]
+    assert [n for n in objs if n.startswith("3")] == [*NETWORK_FILES, "34-ipoibnetwork-rdma-ipoib.yaml",
+                                                      *TEST_FILES]
     for name, obj in objs.items():
         if has_schema(obj["apiVersion"], obj["kind"]):
             assert schema_errors(obj) == [], name
@@ -76,7 +80,8 @@ def test_roce_by_pci_address_gets_a_macvlan_network_and_named_ports(runner, tmp_
              "  nic_cluster_policy:\n    ofedDriver.version: doca3.4.1-26.04-1.1.0.0-1\n"
              "    ofedDriver.env: [{name: UNLOAD_STORAGE_MODULES, value: 'true'}]\n")
     objs = _rendered(runner, tmp_path, rdma_inventory(tmp_path, extra, w0=w0, w1=w0))
-    assert [n for n in objs if n.startswith("3")] == [*NETWORK_FILES, "34-macvlannetwork-roce-net.yaml"]
+    assert [n for n in objs if n.startswith("3")] == [*NETWORK_FILES, "34-macvlannetwork-roce-net.yaml",
+                                                      *TEST_FILES]
     for name, obj in objs.items():
         if has_schema(obj["apiVersion"], obj["kind"]):
             assert schema_errors(obj) == [], name
@@ -162,13 +167,14 @@ def test_the_verification_plan_comes_from_the_inventory(tmp_path: Path) -> None:
 
     roce = "rdma: {interfaces: [ens1f0np0], link_type: ethernet, node_interface: eno1}"
     extra = ("network_operator:\n  resource_name: fabric\n  bandwidth: {image: example.com/perftest:1, "
-             "min_gbps: 180}\n  secondary_network: {namespace: training}\n"
+             "min_gbps: 180, namespace: rdma-bw}\n  secondary_network: {namespace: training}\n"
              "gpu_pool:\n  taint: {key: example.com/dgx, effect: NoSchedule}\n")
     plan = verify_plan(load_inventory(rdma_inventory(tmp_path, extra, w1=roce), check_files=False))
     assert [(t.node, t.fabric, t.resource, t.network) for t in plan.targets] == [
         ("worker-0", "infiniband", "rdma/fabric", "training/rdma-ipoib"),
         ("worker-1", "ethernet", "rdma/fabric", "training/rdma-macvlan")]
-    assert (plan.namespace, plan.image, plan.min_gbps) == ("training", "example.com/perftest:1", 180.0)
+    assert (plan.namespace, plan.image, plan.min_gbps) == ("rdma-bw", "example.com/perftest:1", 180.0)
+    assert plan.service_account == "upi-rdma-bandwidth"
     assert (plan.gpu_namespace, plan.network_namespace) == ("nvidia-gpu-operator", "nvidia-network-operator")
     assert {"key": "example.com/dgx", "operator": "Exists", "effect": "NoSchedule"} in plan.tolerations
 
@@ -183,3 +189,29 @@ def test_the_bandwidth_image_is_among_the_images_to_mirror(tmp_path: Path) -> No
     (tmp_path / "plain").mkdir()
     plain = load_inventory(rdma_inventory(tmp_path / "plain", w0="", w1=""), check_files=False)
     assert all("perftest" not in n.image for n in additional_images(plain))
+
+
+def test_the_bandwidth_test_account_is_bound_to_the_privileged_scc_in_its_own_namespace(runner,
+                                                                                      tmp_path: Path) -> None:
+    extra = "network_operator:\n  bandwidth: {namespace: rdma-bw}\n"
+    objs = _rendered(runner, tmp_path, rdma_inventory(tmp_path, extra))
+    ns, account, binding = (objs[name] for name in TEST_FILES)
+    assert (ns["kind"], ns["metadata"]["name"]) == ("Namespace", "rdma-bw")
+    assert (account["kind"], account["metadata"]["namespace"], account["metadata"]["name"]) == (
+        "ServiceAccount", "rdma-bw", "upi-rdma-bandwidth")
+    assert binding["kind"] == "RoleBinding" and binding["metadata"]["namespace"] == "rdma-bw"
+    # OpenShift's per-SCC ClusterRole, bound in the namespace only: no cluster-wide grant.
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "system:openshift:scc:privileged"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "upi-rdma-bandwidth",
+                                    "namespace": "rdma-bw"}]
+
+
+@pytest.mark.parametrize("ns", ["default", "openshift-config", "kube-system"])
+def test_validate_refuses_a_bandwidth_namespace_where_no_scc_can_be_granted(runner, tmp_path: Path,
+                                                                           ns: str) -> None:
+    inv = rdma_inventory(tmp_path, f"network_operator:\n  bandwidth:\n    namespace: {ns}\n")
+    result = runner.invoke(app, ["validate", str(inv)])
+    assert result.exit_code == 2, result.output
+    assert "network_operator.bandwidth.namespace" in result.output and f"'{ns}'" in result.output
+    assert "Traceback" not in result.output

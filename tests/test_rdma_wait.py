@@ -44,3 +44,9 @@ def test_wait_gpu_installs_the_network_operator_before_gpudirect(runner, tmp_pat
     assert policy is not None and policy["status"]["state"] == "ready"
     cp = cluster.api.get("nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy")
     assert cp is not None and cp["spec"]["driver"]["rdma"] == {"enabled": True}
+    # Then the RDMA verification, as `upi gpu` runs it: its stage, both tables, the pair's figure.
+    assert "== verify RDMA: done" in stages
+    out = result.stdout.splitlines()
+    assert "RDMA nodes" in out and "RDMA pairs (ib_write_bw, GPU memory to GPU memory)" in out
+    pair = next(line.split() for line in out if line.startswith("worker-0<->worker-1"))
+    assert pair[1:4] == ["infiniband", "1", "392.00"] and "passed" in pair

@@ -109,8 +109,14 @@ def show(report: GpuReport, *, as_json: bool) -> None:
              f"{n.expected if n.expected is not None else 'any'}/{n.allocatable}"
              + (f" (MIG {n.mig})" if n.mig else ""), n.driver or "-",
              n.validation, f"{n.seconds:.1f}", n.diagnosis or "-", n.metrics or "-"] for n in report.nodes])
+    if report.rdma is not None:  # GPUDirect RDMA per DGX and per pair (docs/rdma.md, "Reading the table")
+        from upi.gpu.rdma_table import print_tables
+
+        print_tables(report.rdma)
     if report.diagnosis is not None:
         console.error(report.diagnosis.text())
     elif report.ok and not report.dry_run:
-        console.say("GPUs verified on every GPU node" + ("" if report.changed else
+        console.say("GPUs verified on every GPU node"
+                    + (", GPUDirect RDMA on every DGX and pair" if report.rdma is not None else "")
+                    + ("" if report.changed else
                                                           " (nothing changed: already installed)"))

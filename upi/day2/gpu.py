@@ -57,8 +57,19 @@ def verify_gpu_nodes(kube: Kube, inv: Inventory, names: Sequence[str], clock: Cl
         record(kube, result)
         reporter.note(f"{result.node}: {'GPUs verified' if result.ok else result.problem}")
     diagnose_new(kube, inv, results, clock, reporter)
+    _rdma_new(kube, inv, [r.node for r in results if r.ok], clock, reporter)  # as upi gpu: RDMA, metrics
     metrics_new(kube, inv, results, clock, reporter)
     return results
+
+
+def _rdma_new(kube: Kube, inv: Inventory, names: list[str], clock: Clock, reporter: Reporter) -> None:
+    """GPUDirect RDMA on the verified new DGXs: node checks, one bandwidth test each (docs/rdma.md)."""
+    from upi.gpu.rdma import verify_joining
+
+    report = verify_joining(kube, inv, names, clock, reporter)
+    first = report.diagnosis if report is not None else None
+    if first is not None:
+        raise ClusterError(f"stage gpu rdma: {first.object}: {first.problem}")
 
 
 def join_pool(kube: Kube, inv: Inventory, names: frozenset[str], clock: Clock, reporter: Reporter) -> None:

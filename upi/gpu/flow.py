@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from upi.errors import ClusterError, UsageError
 from upi.gpu.dcgm import diagnose, verdict
@@ -25,16 +26,27 @@ from upi.gpu.mig import mig_nodes, relabel, wait_mig
 from upi.gpu.objects import Obj, dump, packages
 from upi.gpu.pool import plan_pool, setup_pool
 from upi.gpu.preflight import Check, preflight
-from upi.gpu.rdma import apply_rdma_policy, install_network, plan_network, rdma_split, wait_peermem
+from upi.gpu.rdma import (
+    apply_rdma_policy,
+    install_network,
+    peermem_stuck,
+    plan_network,
+    rdma_split,
+    wait_peermem,
+)
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
 from upi.gpu.verify import NodeResult, check_labels, record, run_validations
 from upi.inventory.gpu import settings
 from upi.inventory.model import Inventory
 from upi.inventory.rdma import rdma_nodes
 
+if TYPE_CHECKING:
+    from upi.gpu.rdma_verify import RdmaReport
+
 OLM = "operators.coreos.com/v1alpha1"
+SCC_REFUSED = "unable to validate against any security context constraint"  # SCC admission's 403
 STAGES = ("pre-flight", "GPU pool", "NFD operator", "GPU operator", "operands", "Network Operator",
-          "ClusterPolicy ready", "verify nodes", "diagnose", "metrics")
+          "ClusterPolicy ready", "verify nodes", "diagnose", "verify RDMA", "metrics")
 # Called with the inventory and the reporter before anything is changed (i13: Secure Boot via Redfish).
 BeforeInstall = Callable[[Inventory, Reporter], None]
 
@@ -50,11 +62,14 @@ class GpuReport:
     planned: list[str] = field(default_factory=list)  # --dry-run: the YAML it would apply
     dry_run: bool = False
     stage: str = ""  # the stage running now: the one a failure marks failed
+    rdma: RdmaReport | None = None  # with rdma: nodes, the per-node and per-pair RDMA verification
 
     @property
     def ok(self) -> bool:
         """Every check passed, nothing failed and every GPU node verified."""
         if self.diagnosis is not None or not all(c.ok for c in self.checks):
+            return False
+        if self.rdma is not None and not self.rdma.ok:
             return False
         return self.dry_run or (bool(self.nodes) and all(n.ok for n in self.nodes))
 
@@ -72,6 +87,7 @@ class GpuReport:
             "checks": [c.__dict__ for c in self.checks],
             "changes": [c.__dict__ for c in self.changes],
             "nodes": [n.to_json() for n in self.nodes],
+            "rdma": self.rdma.to_json() if self.rdma is not None else None,
             "diagnosis": self.diagnosis.__dict__ | {"log": list(self.diagnosis.log)}
             if self.diagnosis
             else None,
@@ -177,7 +193,7 @@ def _run(
     install_network(kube, inv, clock, report.changes, reporter)  # without rdma: nothing
     reporter.stage("ClusterPolicy ready", "started")
     apply_rdma_policy(kube, inv, deferred, report.changes, reporter)
-    wait_policy_ready(kube, gpu.operator_namespace, clock)
+    _policy_ready(kube, inv, gpu.operator_namespace, clock)
     wait_peermem(kube, inv, gpu.operator_namespace, clock)
     wait_mig(kube, inv, gpu.operator_namespace, clock, reporter)
     reporter.stage("ClusterPolicy ready", "done")
@@ -203,11 +219,56 @@ def _run(
             "skipped (MIG)" if result.node in partitioned else "skipped")
     verdict(diags)
     reporter.stage("diagnose", "done")
+    _verify_rdma(inv, kube, clock, reporter, report, only)
     _metrics(inv, kube, clock, reporter, report, partitioned, gpu.operator_namespace)
     reporter.note(
         "GPUs verified"
         + ("" if report.changed else "; no changes: the cluster already matched the inventory")
     )
+
+
+def _policy_ready(kube: Kube, inv: Inventory, namespace: str, clock: Clock) -> None:
+    """The ClusterPolicy ready; with rdma: a peermem that never loads (what keeps it notReady) is named."""
+    try:
+        wait_policy_ready(kube, namespace, clock)
+    except GpuFailed as exc:
+        raise GpuFailed(peermem_stuck(kube, inv, namespace) or exc.diagnosis) from None
+
+
+def _verify_rdma(inv: Inventory, kube: Kube, clock: Clock, reporter: Reporter, report: GpuReport,
+                 only: frozenset[str]) -> None:
+    """With rdma: nodes, GPUDirect RDMA proven per node and per pair (upi.gpu.rdma_verify).
+
+    The bandwidth test is a measurement: it runs on every `upi gpu`, its pods
+    deleted afterwards; the account they run under is applied like every object.
+    """
+    if not rdma_nodes(inv):
+        return  # the display marks the stage skipped
+    from dataclasses import replace
+
+    from upi.gpu.rdma import apply_test_account, verify_plan
+    from upi.gpu.rdma_verify import verify_rdma
+
+    reporter.stage("verify RDMA", "started")
+    plan = verify_plan(inv)
+    if only:  # --node: the named DGXs alone, paired among themselves
+        plan = replace(plan, targets=tuple(t for t in plan.targets if t.node in only))
+    apply_test_account(kube, inv, report.changes, reporter)
+    try:
+        report.rdma = verify_rdma(kube, plan, reporter, clock)
+    except ClusterError as exc:
+        if SCC_REFUSED not in str(exc):
+            raise
+        raise GpuFailed(Diagnosis(
+            "verify RDMA", f"ServiceAccount {plan.namespace}/{plan.service_account}", str(exc),
+            cause="OpenShift's SCC admission refused the bandwidth test pod: its account may not use an "
+                  "SCC that allows IPC_LOCK and running as root",
+            fix=f"oc get rolebinding -n {plan.namespace} -o wide: the account must be bound to the "
+                f"ClusterRole system:openshift:scc:privileged (upi gpu applies that binding; "
+                f"gpu/37-rdma-test-scc-rolebinding.yaml)")) from None
+    if report.rdma.diagnosis is not None:
+        raise GpuFailed(report.rdma.diagnosis)
+    reporter.stage("verify RDMA", "done")
 
 
 def _metrics(inv: Inventory, kube: Kube, clock: Clock, reporter: Reporter, report: GpuReport,
@@ -244,8 +305,10 @@ def plan(inv: Inventory, kube: Kube) -> list[str]:
         docs.append(
             "# NodeFeatureDiscovery and ClusterPolicy: built from the operators' CSVs once installed\n"
         )
-    if rdma_nodes(inv):
-        docs += plan_network(inv, kube)
+    if rdma_nodes(inv):  # the Network Operator's objects, then the bandwidth test's account and SCC binding
+        from upi.gpu.rdma import test_account_objects
+
+        docs += plan_network(inv, kube) + [dump(o) for o in test_account_objects(inv)]
     return docs
 
 

@@ -60,6 +60,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "ConfigMap"): ("configmaps", True),
     ("v1", "ServiceAccount"): ("serviceaccounts", True),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("clusterrolebindings", False),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rolebindings", True),
 }
 
 

@@ -185,4 +185,8 @@ def render_objects(inv: Inventory) -> list[tuple[str, Obj]]:
     ]
     for net in secondary_networks(inv):
         objs.append((f"34-{net['kind'].lower()}-{net['metadata']['name']}", net))
+    from upi.gpu.rdma import test_account_objects  # the bandwidth test's account and SCC binding
+
+    names = ("35-rdma-test-namespace", "36-rdma-test-serviceaccount", "37-rdma-test-scc-rolebinding")
+    objs += list(zip(names, test_account_objects(inv), strict=True))
     return objs

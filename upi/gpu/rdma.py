@@ -31,7 +31,7 @@ from upi.inventory.model import Inventory
 from upi.inventory.rdma import rdma_nodes
 
 if TYPE_CHECKING:
-    from upi.gpu.rdma_verify import RdmaPlan
+    from upi.gpu.rdma_verify import RdmaPlan, RdmaReport
 
 STAGE = "Network Operator"
 NIC_DRIVER_LABELS = {"nvidia.com/ofed-driver": ""}
@@ -176,36 +176,48 @@ def wait_peermem(kube: Kube, inv: Inventory, gpu_ns: str, clock: Clock,
     if not nodes:
         return
 
-    def pods() -> dict[str, Obj]:
-        found = kube.find("v1", "Pod", gpu_ns, DRIVER_LABELS)
-        return {str((p.get("spec") or {}).get("nodeName")): p for p in found}
-
     def loaded() -> bool | None:
-        found = pods()
-        ok = all(n in found and (_peermem(found[n]) or {}).get("ready") is True for n in nodes)
-        return True if ok else None
+        return True if peermem_problem(kube, nodes, gpu_ns) is None else None
 
     def stuck() -> Diagnosis:
-        found = pods()
-        for node in nodes:
-            pod = found.get(node)
-            if pod is None:
-                return Diagnosis("ClusterPolicy ready", f"Node {node}", "no GPU driver pod",
-                                 fix=f"oc get pods -n {gpu_ns} -o wide")
-            status = _peermem(pod)
-            if status is None or status.get("ready") is not True:
-                name = pod["metadata"]["name"]
-                problem = ("its GPU driver pod has no nvidia-peermem-ctr container (driver.rdma.enabled not "
-                           "applied yet)" if status is None else "nvidia-peermem-ctr is not ready")
-                where = f"Pod {gpu_ns}/{name} (GPU driver on {node})"
-                return Diagnosis("ClusterPolicy ready", where, problem,
-                                 cause="nvidia-peermem loads only once the NIC driver is ready on the node",
-                                 log=tuple(kube.logs(name, gpu_ns, PEERMEM_CONTAINER, tail=20))
-                                 if status is not None else (),
-                                 fix=f"oc logs -n {gpu_ns} {name} -c {PEERMEM_CONTAINER}")
-        return Diagnosis("ClusterPolicy ready", "nvidia-peermem", "not loaded")
+        return peermem_problem(kube, nodes, gpu_ns) or Diagnosis("ClusterPolicy ready", "nvidia-peermem",
+                                                                 "not loaded")
 
     clock.wait_for(loaded, stuck)
+
+
+def peermem_problem(kube: Kube, nodes: Iterable[str], gpu_ns: str) -> Diagnosis | None:
+    """The first of `nodes` whose GPU driver pod has no ready nvidia-peermem-ctr, diagnosed; None if none."""
+    found = {str((p.get("spec") or {}).get("nodeName")): p
+             for p in kube.find("v1", "Pod", gpu_ns, DRIVER_LABELS)}
+    for node in nodes:
+        pod = found.get(node)
+        if pod is None:
+            return Diagnosis("ClusterPolicy ready", f"Node {node}", "no GPU driver pod",
+                             fix=f"oc get pods -n {gpu_ns} -o wide")
+        status = _peermem(pod)
+        if status is None or status.get("ready") is not True:
+            name = pod["metadata"]["name"]
+            problem = ("its GPU driver pod has no nvidia-peermem-ctr container (driver.rdma.enabled not "
+                       "applied yet)" if status is None else "nvidia-peermem-ctr is not ready")
+            where = f"Pod {gpu_ns}/{name} (GPU driver on {node})"
+            return Diagnosis("ClusterPolicy ready", where, problem,
+                             cause="nvidia-peermem loads only once the NIC driver is ready on the node",
+                             log=tuple(kube.logs(name, gpu_ns, PEERMEM_CONTAINER, tail=20))
+                             if status is not None else (),
+                             fix=f"oc logs -n {gpu_ns} {name} -c {PEERMEM_CONTAINER}")
+    return None
+
+
+def peermem_stuck(kube: Kube, inv: Inventory, gpu_ns: str) -> Diagnosis | None:
+    """After the ClusterPolicy did not get ready: an RDMA node whose nvidia-peermem is what holds it back.
+
+    The GPU driver pod is ready only with every container ready, so a peermem
+    that never loads keeps the ClusterPolicy notReady; naming the node and its
+    peermem log says more than the ClusterPolicy's state.
+    """
+    nodes = [n.name for n in rdma_nodes(inv)]
+    return peermem_problem(kube, nodes, gpu_ns) if nodes else None
 
 
 def plan_network(inv: Inventory, kube: Kube) -> list[str]:
@@ -246,12 +258,62 @@ def rdma_for_nodes(kube: Kube, inv: Inventory, names: list[str], clock: Clock, r
     wait_peermem(kube, inv, settings(inv).operator_namespace, clock, only=new)
 
 
+# The bandwidth pods add IPC_LOCK and run as root (perftest pins GPU memory for the NIC): the restricted-v2
+# SCC every pod gets admits neither. OpenShift has one ClusterRole per default SCC granting `use` on it,
+# `system:openshift:scc:<name>` (openshift-docs modules/security-context-constraints-rbac.adoc, "Role-based
+# access to security context constraints"); a RoleBinding to it in upi's own test namespace lets upi's
+# own ServiceAccount, and nothing else, run under `privileged` there (what `oc adm policy add-scc-to-user
+# privileged -z <account> -n <ns>` does, scoped to the namespace).
+TEST_ACCOUNT = "upi-rdma-bandwidth"
+SCC_ROLE = "system:openshift:scc:privileged"
+
+
+def test_account_objects(inv: Inventory) -> list[Obj]:
+    """The bandwidth test's Namespace, ServiceAccount and RoleBinding to the privileged SCC's ClusterRole."""
+    from upi.inventory.rdma import operator_settings
+
+    ns = operator_settings(inv).bandwidth.namespace
+    labels = {"app.kubernetes.io/managed-by": "upi"}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": TEST_ACCOUNT, "namespace": ns, "labels": labels}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": f"{TEST_ACCOUNT}-scc-privileged", "namespace": ns, "labels": labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SCC_ROLE},
+         "subjects": [{"kind": "ServiceAccount", "name": TEST_ACCOUNT, "namespace": ns}]},
+    ]
+
+
+def apply_test_account(kube: Kube, inv: Inventory, changes: list[Change], reporter: Reporter) -> None:
+    """Apply the bandwidth test's namespace, account and SCC binding (unchanged on a second run)."""
+    apply_all(kube, test_account_objects(inv), changes, reporter)
+
+
+def verify_joining(kube: Kube, inv: Inventory, names: Iterable[str], clock: Clock,
+                   reporter: Reporter) -> RdmaReport | None:
+    """`upi nodes add`: the new rdma: DGXs' node checks, each paired once with a DGX of its fabric.
+
+    None when no named node has rdma:. The report's diagnosis is the first failure.
+    """
+    from dataclasses import replace
+
+    from upi.gpu.rdma_verify import verify_rdma
+
+    wanted = set(names)
+    new = tuple(n.name for n in rdma_nodes(inv) if n.name in wanted)
+    if not new:
+        return None
+    apply_test_account(kube, inv, [], reporter)
+    return verify_rdma(kube, replace(verify_plan(inv), new=new), reporter, clock)
+
+
 def verify_plan(inv: Inventory) -> RdmaPlan:
     """The verification's input (upi.gpu.rdma_verify) from the inventory's rdma: and network_operator:.
 
     Targets in inventory order (the ring's order), each with its fabric, the
     device plugin's resource and its fabric's secondary network; the test pods
-    run in the networks' namespace, tolerate the GPU pool's taint.
+    run in the bandwidth test's namespace under upi's account, tolerate the GPU pool's taint.
     """
     from upi.gpu.pool import pod_tolerations
     from upi.gpu.rdma_verify import RdmaPlan, RdmaTarget
@@ -263,6 +325,7 @@ def verify_plan(inv: Inventory) -> RdmaPlan:
         RdmaTarget(node=n.name, fabric=n.rdma.link_type, resource=f"rdma/{op.resource_name}",
                    network=f"{sec.namespace}/{getattr(sec, n.rdma.link_type).name}")
         for n in rdma_nodes(inv) if n.rdma is not None)
-    return RdmaPlan(targets=targets, namespace=sec.namespace, image=op.bandwidth.image,
+    return RdmaPlan(targets=targets, namespace=op.bandwidth.namespace, service_account=TEST_ACCOUNT,
+                    image=op.bandwidth.image,
                     min_gbps=float(op.bandwidth.min_gbps), tolerations=tuple(pod_tolerations(inv)),
                     gpu_namespace=settings(inv).operator_namespace, network_namespace=op.namespace)

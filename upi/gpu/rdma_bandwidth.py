@@ -62,7 +62,8 @@ def _create(kube: Kube, plan: RdmaPlan, which: tuple[str, int, Pair], target: Rd
     role, index, pair = which
     obj = pod(role=role, pair=f"{pair.round + 1}-{index}", node=target.node, namespace=plan.namespace,
               image=plan.image, argv=command(plan.test, target.device, server_ip), network=target.network,
-              resources={plan.gpu_resource: "1", target.resource: "1"}, tolerations=list(plan.tolerations))
+              resources={plan.gpu_resource: "1", target.resource: "1"}, tolerations=list(plan.tolerations),
+              service_account=plan.service_account)
     name = str(kube.create(obj)["metadata"]["name"])
     created.append(name)
     reporter.note(f"RDMA {role} pod {plan.namespace}/{name} on {target.node}"

@@ -14,7 +14,7 @@ closing edge alone in a third round).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -61,6 +61,29 @@ def schedule(fabrics: Mapping[str, Sequence[str]]) -> list[Pair]:
     for fabric, nodes in fabrics.items():
         edges = ring(nodes)
         out += [Pair(a, b, fabric, edge_round(i, len(nodes))) for i, (a, b) in enumerate(edges)]
+    return out
+
+
+def joining(fabrics: Mapping[str, Sequence[str]], new: Collection[str]) -> list[Pair]:
+    """`upi nodes add`: each new DGX measured once, against an existing DGX of its fabric, not the whole ring.
+
+    The existing DGXs take the new ones in turn (inventory order), each as the
+    server; a fabric with no existing DGX pairs its new ones in a ring. Rounds
+    are given greedily so that no node is in two tests of one round (an
+    existing DGX serving two new ones does so in two rounds).
+    """
+    out: list[Pair] = []
+    for fabric, nodes in fabrics.items():
+        old = [n for n in nodes if n not in new]
+        added = [n for n in nodes if n in new]
+        edges = [(old[i % len(old)], n) for i, n in enumerate(added)] if old else ring(added)
+        busy: list[set[str]] = []
+        for a, b in edges:
+            r = next((i for i, taken in enumerate(busy) if not {a, b} & taken), len(busy))
+            if r == len(busy):
+                busy.append(set())
+            busy[r] |= {a, b}
+            out.append(Pair(a, b, fabric, r))
     return out
 
 

@@ -75,14 +75,17 @@ def command(test: BandwidthTest, device: str = "", server_ip: str | None = None)
 
 
 def pod(*, role: str, pair: str, node: str, namespace: str, image: str, argv: list[str], network: str,
-        resources: dict[str, str], tolerations: list[Obj]) -> Obj:
+        resources: dict[str, str], tolerations: list[Obj], service_account: str = "") -> Obj:
     """A test pod pinned to `node` by name, with one GPU, the RDMA device, the secondary network, IPC_LOCK.
 
     Pinned with a node affinity on `metadata.name` (as DaemonSets pin theirs):
     the scheduler still places it, so a node that lacks the resources leaves
     it Pending with the scheduler's reason, which the diagnosis quotes.
-    IPC_LOCK lets perftest pin its buffers for the NIC.
+    IPC_LOCK lets perftest pin its buffers for the NIC, and it runs as root
+    (the CUDA perftest images do); on OpenShift both need an SCC that allows
+    them, which `service_account` is bound to (upi.gpu.rdma.test_account_objects).
     """
+    account = {"serviceAccountName": service_account} if service_account else {}
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
@@ -93,6 +96,7 @@ def pod(*, role: str, pair: str, node: str, namespace: str, image: str, argv: li
         },
         "spec": {
             "restartPolicy": "Never",
+            **account,
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [{"matchFields": [
                     {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}},
@@ -100,7 +104,7 @@ def pod(*, role: str, pair: str, node: str, namespace: str, image: str, argv: li
             "containers": [{
                 "name": CONTAINER, "image": image, "command": argv,
                 "resources": {"limits": dict(resources), "requests": dict(resources)},
-                "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}, "runAsUser": 0},
             }],
         },
     }

@@ -29,16 +29,21 @@ def pair_cells(row: PairRow, min_gbps: float) -> list[str]:
             f"{min_gbps:g}", row.verdict, f"{row.seconds:.1f}"]
 
 
-def show_rdma(report: RdmaReport, *, as_json: bool) -> None:
-    """Both tables (or the JSON report), then the first failure's diagnosis on stderr."""
-    if as_json:
-        console.print_json(report.to_json())
-        return
+def print_tables(report: RdmaReport) -> None:
+    """The per-node and the per-pair table (`upi gpu` prints them after its GPU table)."""
     if report.nodes:
         console.print_table("RDMA nodes", NODE_COLUMNS, [node_cells(n) for n in report.nodes])
     if report.pairs:
         console.print_table("RDMA pairs (ib_write_bw, GPU memory to GPU memory)", PAIR_COLUMNS,
                             [pair_cells(p, report.min_gbps) for p in report.pairs])
+
+
+def show_rdma(report: RdmaReport, *, as_json: bool) -> None:
+    """Both tables (or the JSON report), then the first failure's diagnosis on stderr."""
+    if as_json:
+        console.print_json(report.to_json())
+        return
+    print_tables(report)
     if report.diagnosis is not None:
         console.error(report.diagnosis.text())
     elif report.ok:

@@ -28,7 +28,7 @@ from upi.gpu.kube import Kube
 from upi.gpu.objects import Obj
 from upi.gpu.pods import DRIVER_LABELS
 from upi.gpu.rdma_bandwidth import LOG_LINES, STEP, run_round
-from upi.gpu.rdma_pairs import rounds, schedule
+from upi.gpu.rdma_pairs import joining, rounds, schedule
 from upi.gpu.rdma_perftest import BandwidthTest
 from upi.gpu.steps import Clock, Diagnosis, Reporter
 
@@ -63,6 +63,9 @@ class RdmaPlan:
     gpu_namespace: str = "nvidia-gpu-operator"  # the GPU Operator's: the driver pods
     network_namespace: str = "nvidia-network-operator"  # the Network Operator's: the NIC driver pods
     test: BandwidthTest = field(default_factory=BandwidthTest)
+    service_account: str = ""  # the pods' account, allowed the privileged SCC (upi.gpu.rdma); "" = default
+    # `upi nodes add`: the new DGXs; only they get the node checks, each paired with one DGX of its fabric.
+    new: tuple[str, ...] = ()
 
 
 @dataclass
@@ -164,7 +167,7 @@ def verify_rdma(kube: Kube, plan: RdmaPlan, reporter: Reporter, clock: Clock) ->
     fabrics: dict[str, list[str]] = {}
     for target in plan.targets:
         fabrics.setdefault(target.fabric, []).append(target.node)
-    pairs = schedule(fabrics)
+    pairs = joining(fabrics, plan.new) if plan.new else schedule(fabrics)
     bad = {r.node for r in report.nodes if not r.ok}
     rows = {p: PairRow(p.server, p.client, p.fabric, p.round) for p in pairs}
     report.pairs = list(rows.values())
@@ -204,7 +207,8 @@ def check_nodes(kube: Kube, plan: RdmaPlan, clock: Clock) -> list[NodeRow]:
         gpu_pods = _on_nodes(kube.find("v1", "Pod", plan.gpu_namespace, labels=DRIVER_LABELS))
         nic_pods = _on_nodes([p for p in kube.find("v1", "Pod", plan.network_namespace)
                               if NIC_LABEL in ((p.get("metadata") or {}).get("labels") or {})])
-        rows = [_node_row(kube, plan, t, gpu_pods.get(t.node), nic_pods.get(t.node)) for t in plan.targets]
+        rows = [_node_row(kube, plan, t, gpu_pods.get(t.node), nic_pods.get(t.node)) for t in plan.targets
+                if not plan.new or t.node in plan.new]
         if all(r.ok for r in rows) or time.monotonic() >= end:
             break
         time.sleep(clock.poll)

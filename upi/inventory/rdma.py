@@ -72,6 +72,15 @@ def _resource(value: str) -> str:
     return value
 
 
+def _test_namespace(value: str) -> str:
+    # OpenShift's default projects admit no pod through an SCC granted by RBAC (openshift-docs
+    # modules/security-context-constraints-rbac.adoc): the bandwidth pods would be refused there.
+    if value in ("default", "openshift") or value.startswith(("kube-", "openshift-")):
+        raise ValueError(f"{shown(value)} is one of OpenShift's own namespaces, where an SCC cannot be "
+                         "granted to upi's test account; name a namespace of its own (default upi-rdma-test)")
+    return value
+
+
 Interface = Annotated[str, AfterValidator(_interface)]
 Image = Annotated[str, AfterValidator(_image)]
 LinkType = Literal["infiniband", "ethernet"]
@@ -125,6 +134,8 @@ class Bandwidth(_Model):
 
     image: Image = "docker.io/mellanox/cuda-perftest:latest"
     min_gbps: StrictFloat | StrictInt = Field(default=350, gt=0, le=3200)
+    # Not `default` (the secondary network's): OpenShift refuses to let an SCC admit pods there.
+    namespace: Annotated[K8sName, AfterValidator(_test_namespace)] = "upi-rdma-test"
 
 
 class NetworkOperator(_Model):

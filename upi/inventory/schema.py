@@ -178,6 +178,8 @@ DESCRIPTIONS = {
     "FabricNetwork.mtu": "MTU of the macvlan interfaces (RoCE only; default: the parent's).",
     "Bandwidth.image": "Image with ib_write_bw built with CUDA (perftest --use_cuda).",
     "Bandwidth.min_gbps": "Minimum GPUDirect bandwidth per link, in Gb/s (BW average of ib_write_bw).",
+    "Bandwidth.namespace": ("Namespace upi creates for the bandwidth test pods, their ServiceAccount bound "
+                            "to the privileged SCC (IPC_LOCK, root); not default, kube-* or openshift-*."),
     "Node.hypervisor": "This node's own libvirt host (default: the top-level hypervisor).",
     "Node.kernel_args": "Extra kernel arguments, one per item (not ip=, bond=, vlan=, nameserver= "
                         "when network: is given).",
