@@ -55,6 +55,24 @@ def test_taint_none_means_no_taint(tmp_path: Path) -> None:
         ("  max_unavailable: 0\n", 2, "gpu_pool.max_unavailable: 0 is not a node count"),
         ("  max_unavailable: 150%\n", 2, "gpu_pool.max_unavailable: '150%' is not a percentage"),
         ("  tunning: {}\n", 2, "gpu_pool"),
+        # Hostile values: each names the key and says what to write instead.
+        ("  taint:\n", 2, "gpu_pool.taint: empty is not a taint: write none (lowercase) for no taint"),
+        ("  taint: null\n", 2, "gpu_pool.taint: empty is not a taint"),
+        ("  taint: None\n", 2, "gpu_pool.taint: 'None' is not a taint: write none (lowercase)"),
+        ("  taint: false\n", 2, "gpu_pool.taint: false is not a taint"),
+        ("  tuning:\n    reserved_cpus: '\u0660-\u0661'\n", 3,
+         "gpu_pool.tuning.reserved_cpus: '\u0660-\u0661' is not a CPU list"),
+        ("  tuning:\n    reserved_cpus: 0-99999999999999999999999999999\n", 3,
+         "gpu_pool.tuning.reserved_cpus: '0-99999999999999999999999999999': CPU 99999999999999999999 is "
+         "past the last CPU id"),
+        ("  tuning:\n    reserved_cpus: 0,8192\n", 3,
+         "gpu_pool.tuning.reserved_cpus: '0,8192': CPU 8192 is past the last CPU id Linux numbers (8191"),
+        ("  tuning:\n    hugepages: [{size: 1G, count: 5000}]\n", 3,
+         "gpu_pool.tuning.hugepages: 5000 GiB of hugepages is more than the memory of the largest DGX"),
+        ("  tuning:\n    performance_profile: {cpu: {reserved: zz, isolated: 2-9}}\n", 3,
+         "gpu_pool.tuning.performance_profile: cpu.reserved: 'zz' is not a CPU list"),
+        ("  tuning:\n    performance_profile: {cpu: {reserved: 0-3, isolated: 2-9}}\n", 3,
+         "gpu_pool.tuning.performance_profile: CPU 2 is in both cpu.reserved and cpu.isolated"),
     ],
 )
 def test_a_bad_pool_section_is_exit_2_naming_file_field_and_line(
@@ -67,6 +85,7 @@ def test_a_bad_pool_section_is_exit_2_naming_file_field_and_line(
     assert result.exit_code == 2, result.output
     assert f"{inv}:{base + line}: {message}" in result.output
     assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output  # one problem, one paragraph
 
 
 # --- upi gpu: the pool on the fake cluster ---------------------------------------------------
