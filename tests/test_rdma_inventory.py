@@ -215,3 +215,29 @@ def test_the_default_fabric_network_clashing_with_the_machine_network_is_named(
     assert code == 2, out
     assert "network_operator.secondary_network.infiniband.cidr: 192.168.100.0/24 overlaps the " \
            "network.machine_cidr 192.168.100.0/24" in " ".join(out.split())
+
+
+TWICE = "'ofedDriver.version' is given twice (once dotted, once nested)"
+
+
+@pytest.mark.parametrize(("overrides", "fragment"), [
+    ("{ofedDriver.version: a, ofedDriver: {version: b}}", TWICE),
+    ("{ofedDriver: {version: b}, ofedDriver.version: a}", TWICE),
+    ("{ofedDriver: 5}", "ofedDriver: the NicClusterPolicy CRD (mellanox.com/v1alpha1, "
+     "nvidia-network-operator.v26.4.1) has an object at spec.ofedDriver (fields certConfig"),
+])
+def test_a_nic_cluster_policy_override_given_twice_or_of_the_wrong_shape_is_refused(
+        runner, tmp_path: Path, overrides: str, fragment: str) -> None:
+    inv = rdma_inventory(tmp_path, f"network_operator:\n  nic_cluster_policy: {overrides}\n")
+    code, out = _validate(runner, inv)
+    assert code == 2, out
+    assert fragment in _one_problem(out, inv, "network_operator.nic_cluster_policy")
+
+
+def test_a_cluster_policy_key_given_dotted_then_nested_is_refused(runner, tmp_path: Path) -> None:
+    # The dotted key first, then the nested mapping: the nested value silently won before.
+    extra = "gpu:\n  cluster_policy: {driver.rdma.enabled: true, driver: {rdma: {enabled: false}}}\n"
+    inv = rdma_inventory(tmp_path, extra, w0="", w1="")
+    code, out = _validate(runner, inv)
+    assert code == 2, out
+    assert "'driver.rdma.enabled' is given twice" in _one_problem(out, inv, "gpu.cluster_policy")

@@ -53,12 +53,29 @@ def _overrides(value: dict[str, Any]) -> dict[str, Any]:
             node = child
         leaf = _overrides(val) if isinstance(val, dict) else val
         if isinstance(node.get(parts[-1]), dict) and isinstance(leaf, dict):
+            twice = _shared_leaf(node[parts[-1]], leaf)
+            if twice is not None:  # in either order: dotted then nested, or nested then dotted
+                raise ValueError(f"'{key}.{twice}' is given twice (once dotted, once nested)")
             node[parts[-1]] = merge(node[parts[-1]], leaf)
         elif parts[-1] in node:
             raise ValueError(f"{key!r} is given twice (once dotted, once nested)")
         else:
             node[parts[-1]] = leaf
     return out
+
+
+def _shared_leaf(one: dict[str, Any], other: dict[str, Any]) -> str | None:
+    """The first dotted key both mappings set to a value (not both to a mapping), else None."""
+    for key, val in other.items():
+        if key not in one:
+            continue
+        if isinstance(val, dict) and isinstance(one[key], dict):
+            deeper = _shared_leaf(one[key], val)
+            if deeper is not None:
+                return f"{key}.{deeper}"
+        else:
+            return key
+    return None
 
 
 def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -157,13 +157,19 @@ def operator_facts() -> dict[str, Any]:
 
 
 def unknown_field(overrides: dict[str, Any], tree: Any, prefix: str = "") -> str | None:
-    """The first override (dotted) the field tree has no place for; None when all fit."""
+    """The first override (dotted) the field tree has no place for; None when all fit.
+
+    Ends in ':object' when the override is a value where the tree has an object
+    of fields (`ofedDriver: 5`): the API server would refuse that type.
+    """
     if tree == "*":
         return None
     for key, value in overrides.items():
         here = f"{prefix}{key}"
         if not isinstance(tree, dict) or key not in tree:
             return here
+        if isinstance(tree[key], dict) and tree[key] and not isinstance(value, dict | list):
+            return f"{here}:object"  # the CRD holds fields under it: a scalar has no place there
         if isinstance(value, dict) and value:
             found = unknown_field(value, tree[key], here + ".")
             if found:
@@ -337,12 +343,25 @@ def _policy_overrides(inv: Inventory) -> Iterator[Finding]:
         return
     facts = operator_facts()
     bad = unknown_field(inv.network_operator.nic_cluster_policy, facts["specFields"])
-    if bad is not None:
+    if bad is not None and bad.endswith(":object"):
+        bad = bad.removesuffix(":object")
+        fields = ", ".join(sorted(_fields(facts["specFields"], bad))[:5])
+        yield ("network_operator", "nic_cluster_policy"), (
+            f"{bad}: the NicClusterPolicy CRD ({facts['apiVersion']}, {facts['csv']}) has an object at "
+            f"spec.{bad} (fields {fields}, ...), not a value")
+    elif bad is not None:
         parent, _, leaf = bad.rpartition(".")
         where = f"spec.{parent}" if parent else "spec"
         yield ("network_operator", "nic_cluster_policy"), (
             f"{bad}: the NicClusterPolicy CRD ({facts['apiVersion']}, {facts['csv']}) has no field "
             f"{leaf!r} in {where}")
+
+
+def _fields(tree: Any, dotted: str) -> list[str]:
+    """The field names the tree holds under a dotted path."""
+    for part in dotted.split("."):
+        tree = tree.get(part, {}) if isinstance(tree, dict) else {}
+    return list(tree) if isinstance(tree, dict) else []
 
 
 def rdma_warnings(inv: Inventory) -> list[str]:
