@@ -182,6 +182,8 @@ def test_rdma_on_a_master_is_refused_even_with_gpu_true(runner, tmp_path: Path) 
      "10.1.0.0/24 is not inside cidr 192.168.100.0/24"),
     ("{name: x, cidr: 192.168.100.0/24, master: '0000:18:00.0'}", "infiniband.master",
      "0000:18:00.0 is a PCI address: the infiniband network's parent is a netdev name"),
+    ("{name: x, cidr: 192.168.100.0/24, mtu: 4092}", "infiniband.mtu",
+     "4092: the IPoIBNetwork has no MTU"),
     ("{name: x, cidr: 192.168.100.0/24, master: eno1}", "infiniband.master",
      "eno1 is worker-0's rdma.node_interface, the port of its own traffic"),
 ])

@@ -304,6 +304,11 @@ def _fabric_network(inv: Inventory, link: LinkType) -> Iterator[Finding]:
                 f"{net.cidr} leaves {max(free, 0)} pod address{'' if free == 1 else 'es'} (whereabouts skips "
                 f"the network and broadcast addresses{', and exclude' if net.exclude else ''}): the "
                 f"{need} {link} DGXs' bandwidth-test pods need {need}")
+    if link == "infiniband" and net.mtu is not None:
+        # IPoIBNetwork's spec has no mtu (its CRD: networkNamespace, master, ipam): dropped unseen.
+        yield (*loc, "mtu"), (
+            f"{net.mtu}: the IPoIBNetwork has no MTU (an IPoIB interface takes its parent port's); "
+            "set the MTU on the port, or drop the key (mtu is for the ethernet network)")
     for k, excluded in enumerate(net.exclude):
         if not excluded.subnet_of(net.cidr):
             yield (*loc, "exclude", k), f"{excluded} is not inside cidr {net.cidr}: it excludes nothing"
