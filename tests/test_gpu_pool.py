@@ -88,6 +88,20 @@ def test_a_bad_pool_section_is_exit_2_naming_file_field_and_line(
     assert len(result.output.strip().splitlines()) == 1, result.output  # one problem, one paragraph
 
 
+def test_a_gpu_master_is_refused_as_the_pool_cannot_hold_it(runner, tmp_path: Path) -> None:
+    from rdma_support import rdma_inventory  # dgxpod with the files validate reads
+
+    inv = rdma_inventory(tmp_path, w0="", w1="")
+    master = '{name: master-1, role: master, mac: "52:54:00:21:03:51", ip: 10.33.3.51}'
+    inv.write_text(inv.read_text().replace(master, master[:-1] + ", gpu: true}"))
+    result = runner.invoke(app, ["validate", str(inv)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"upi: error: {inv}:33: nodes[2].gpu: master-1 is a master: gpu: true is for workers (the DGXs join "
+        "the GPU pool, a custom MachineConfigPool, and the machine config operator keeps control-plane nodes "
+        "out of custom pools)"]
+
+
 # --- upi gpu: the pool on the fake cluster ---------------------------------------------------
 
 MCO = "machineconfiguration.openshift.io/v1"

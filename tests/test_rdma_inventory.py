@@ -154,11 +154,11 @@ def _one_problem(out: str, inv: Path, where: str) -> str:
     return " ".join(lines[0].split())
 
 
-def test_rdma_on_a_master_is_refused_even_with_gpu_true(runner, tmp_path: Path) -> None:
+def test_rdma_on_a_master_is_refused_naming_its_role(runner, tmp_path: Path) -> None:
     inv = rdma_inventory(tmp_path)
     master = '{name: master-0, role: master, mac: "52:54:00:21:03:50", ip: 10.33.3.50}'
     inv.write_text(inv.read_text().replace(
-        master, master[:-1] + ", gpu: true, rdma: {interfaces: [ibp24s0], node_interface: eno1}}"))
+        master, master[:-1] + ", rdma: {interfaces: [ibp24s0], node_interface: eno1}}"))
     code, out = _validate(runner, inv)
     assert code == 2
     line = _one_problem(out, inv, "nodes[1].rdma")

@@ -171,6 +171,14 @@ def settings(inv: Inventory) -> GpuSettings:
 def gpu_rules(inv: Inventory) -> Iterator[Finding]:
     """`gpus` and `mig_config` mean something only on a `gpu: true` node."""
     for i, node in enumerate(inv.nodes):
+        if node.gpu and node.role.value != "worker":
+            # The GPU pool is a custom MachineConfigPool, and the MCO keeps masters in the master
+            # pool (machine-config-operator docs/custom-pools.md: custom pools on masters are not
+            # supported): the pool's rollout would wait for a node that never joins it.
+            yield ("nodes", i, "gpu"), (
+                f"{node.name} is a {node.role.value}: gpu: true is for workers (the DGXs join the GPU pool, "
+                "a custom MachineConfigPool, and the machine config operator keeps control-plane nodes "
+                "out of custom pools)")
         if node.gpus is not None and not node.gpu:
             yield ("nodes", i, "gpus"), f"{node.name} sets gpus but not gpu: true (add gpu: true)"
         if node.mig_config is not None and not node.gpu:
