@@ -225,6 +225,26 @@ def test_a_master_is_refused_naming_the_control_plane_procedure(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("names", "shown"), [
+    (["worker-9"], "worker-9"),
+    (["worker-0", "ghost", "ghost"], "ghost"),  # named once, though given twice
+    ([""], "''"),
+    (["a\nb"], "'a\\nb'"),  # one paragraph: the newline is shown, not printed
+    (["w\u00f6rker"], "'w\u00f6rker'"),
+    (["x" * 300], "'" + "x" * 60 + "...'"),
+])
+def test_a_name_the_inventory_lacks_is_exit_2_shown_safely_in_one_line(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, names: list[str], shown: str) -> None:
+    inv = example_dir / "dgxpod.yaml"
+    res = runner.invoke(app, ["nodes", "add", str(inv), *names, "-o", str(tmp_path / "out"),
+                              "--kubeconfig", str(tmp_path / "none"), "--dry-run"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.splitlines() == [
+        f"upi: error: {shown}: not a node of {inv}; write the new worker into the inventory's nodes: first "
+        "(docs/day2.md)"]
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_bmc_refusing_the_login_is_exit_1_naming_node_and_stage(
         runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
         kube: FakeApiServer) -> None:

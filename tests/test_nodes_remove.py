@@ -100,6 +100,17 @@ def test_a_master_is_refused(runner: CliRunner, example_dir: Path, kube: FakeApi
     assert res.exit_code == 2 and "master-0 is a master" in res.stderr
 
 
+def test_a_name_the_inventory_lacks_says_remove_comes_before_the_edit(
+        runner: CliRunner, tmp_path: Path, example_dir: Path) -> None:
+    inv = example_dir / "dgxpod.yaml"
+    res = runner.invoke(app, ["nodes", "remove", str(inv), "worker-7", "worker-7", "--dry-run",
+                              "--kubeconfig", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.splitlines() == [
+        f"upi: error: worker-7: not a node of {inv}; a node is removed while the inventory still names it, "
+        "and taken out of nodes: after (docs/day2.md)"]
+
+
 def test_after_remove_and_the_inventory_edit_render_and_push_drop_its_entries(
         runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
         kube: FakeApiServer) -> None:
