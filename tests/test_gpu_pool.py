@@ -182,6 +182,53 @@ def test_a_second_run_reboots_nothing_and_changes_nothing(
             json.loads(before)["metadata"]["labels"], json.loads(before)["spec"])
 
 
+WRITES = ("PATCH", "PUT", "POST", "DELETE")
+
+
+def _allowed_on_a_second_run(path: str) -> bool:
+    """The pods upi runs to verify and diagnose (created, then deleted) and the metrics token."""
+    return "/pods" in path or path.endswith("/token")
+
+
+@pytest.mark.parametrize("extra", [
+    "",
+    "gpu_pool:\n  name: gpu\n  taint: {key: example.com/dgx, value: reserved, effect: NoExecute}\n"
+    "  tuning: {reserved_cpus: '0-3', hugepages: [{size: 1G, count: 8}, {size: 2M, count: 512}]}\n"
+    "  max_unavailable: 50%\n  diagnosis_level: 2\n",
+    "gpu_pool:\n  taint: none\n  tuning: {performance_profile: {cpu: {reserved: 0-1, isolated: 2-9}}}\n"
+    "  metrics: false\n",
+], ids=["defaults", "own-pool-taint-hugepages", "profile-untainted"])
+def test_a_second_run_sends_no_write_but_its_pods_and_token(
+        runner, tmp_path: Path, cluster: FakeGpuCluster, extra: str) -> None:
+    # Counted on the wire: a no-op server-side apply is still a PATCH the cluster must authorise,
+    # audit and run admission on; the second run sends none (rdma: nodes too, so every stage runs).
+    from rdma_support import rdma_inventory
+
+    inv = rdma_inventory(tmp_path, extra)
+    assert runner.invoke(app, gpu_args(inv, cluster, timeout="2")).exit_code == 0
+    first = len(cluster.api.requests)
+    result = runner.invoke(app, gpu_args(inv, cluster, "--json", timeout="2"))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["changed"] is False
+    writes = [f"{m} {p}" for m, p, _ in cluster.api.requests[first:] if m in WRITES]
+    assert [w for w in writes if not _allowed_on_a_second_run(w)] == []
+
+
+def test_an_inventory_change_still_reaches_the_cluster_and_drops_what_upi_no_longer_sets(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    inv = gpu_inventory(tmp_path)
+    assert runner.invoke(app, gpu_args(inv, cluster)).exit_code == 0
+    kubelet = cluster.api.get(MCO, "KubeletConfig", "dgx-kubelet")
+    assert kubelet is not None and kubelet["spec"]["kubeletConfig"]["reservedSystemCPUs"] == "0-1"
+    inv.write_text(inv.read_text() + "gpu_pool:\n  tuning: {cpu_manager: none}\n")
+    result = runner.invoke(app, gpu_args(inv, cluster, "--json"))
+    assert result.exit_code == 0, result.output
+    changes = json.loads(result.stdout)["changes"]
+    assert {"object": "KubeletConfig dgx-kubelet", "action": "configured"} in changes
+    spec = cluster.api.get(MCO, "KubeletConfig", "dgx-kubelet")["spec"]["kubeletConfig"]  # type: ignore[index]
+    assert spec["cpuManagerPolicy"] == "none" and "reservedSystemCPUs" not in spec
+
+
 def test_a_degraded_node_is_exit_1_naming_it_and_the_pools_message(runner, tmp_path: Path) -> None:
     fake = start_cluster(tmp_path)
     fake.mco.degrades["worker-1"] = "unexpected on-disk state validating against rendered-dgx-0"
