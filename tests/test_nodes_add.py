@@ -146,9 +146,12 @@ def test_a_new_dgx_joins_and_only_its_files_and_csrs_change(
         (site.out / "http/ignition/worker.ign").read_bytes() != after[W2_IGN]
 
     resets = len(ami.state.resets)
+    sent = len(kube.requests)
     again = add(runner, site, kube, "--json", "--timeout", "10s")
     assert again.exit_code == 0, again.output  # type: ignore[attr-defined]
     assert json.loads(again.stdout)["changed"] == []  # type: ignore[attr-defined]
+    # Counted on the wire: the second run reads, and writes nothing to the cluster.
+    assert [r for r in kube.requests[sent:] if r[0] in ("PATCH", "PUT", "POST", "DELETE")] == []
     assert snapshot(site.root) == after and len(ami.state.resets) == resets
 
 
@@ -321,6 +324,13 @@ def test_one_cluster_approves_the_new_dgxs_csrs_and_verifies_its_gpus(
         assert any(r[1].endswith("/client-worker-2/approval") for r in after), after
         assert all(r[1].endswith(("/approval", "/serviceaccounts/upi-gpu-metrics/token"))
                    or "/pods" in r[1] or "/nodes/" in r[1] for r in after), after
+        # A second run: no write but the pods it runs to verify and the metrics token.
+        sent = len(api.requests)
+        again = add(runner, site, api, "--json", "--timeout", "60s", gpu=True)
+        assert again.exit_code == 0, again.output  # type: ignore[attr-defined]
+        assert json.loads(again.stdout)["changed"] == []  # type: ignore[attr-defined]
+        assert [r for r in api.requests[sent:] if r[0] in ("PATCH", "PUT", "POST", "DELETE")
+                and "/pods" not in r[1] and not r[1].endswith("/token")] == []
     finally:
         cluster.stop()
     assert cluster.api.schema_violations == [] and cluster.api.controller_errors == []
