@@ -37,6 +37,18 @@ def test_taint_none_means_no_taint(tmp_path: Path) -> None:
     assert pool_taint(inv) is None
 
 
+def test_the_schema_offers_none_for_the_taint_and_not_an_empty_value(runner) -> None:
+    import jsonschema
+
+    doc = json.loads(runner.invoke(app, ["schema"]).stdout)
+    taint = {"$defs": doc["$defs"], "$ref": "#/$defs/GpuPool/properties/taint"}
+    jsonschema.validate("none", taint)
+    jsonschema.validate({"key": "nvidia.com/gpu", "effect": "NoExecute"}, taint)
+    for wrong in (None, "None", False):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(wrong, taint)
+
+
 @pytest.mark.parametrize(
     ("section", "line", "message"),
     [
