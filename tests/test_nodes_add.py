@@ -248,6 +248,19 @@ def test_a_name_the_inventory_lacks_is_exit_2_shown_safely_in_one_line(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("command", "option"), [
+    (["add", "-o", "OUT"], "--poll"), (["add", "-o", "OUT"], "--timeout"), (["remove"], "--poll")])
+def test_a_zero_poll_or_timeout_is_exit_2_before_anything_is_touched(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, command: list[str], option: str) -> None:
+    args = [a.replace("OUT", str(tmp_path / "out")) for a in command]
+    res = runner.invoke(app, ["nodes", args[0], str(example_dir / "dgxpod.yaml"), "worker-0", *args[1:],
+                              option, "0", "--kubeconfig", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.splitlines() == [
+        f"upi: error: {option} must be a positive duration (write 10s, 30m, 2h), not 0"]
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_bmc_refusing_the_login_is_exit_1_naming_node_and_stage(
         runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
         kube: FakeApiServer) -> None:
