@@ -79,6 +79,8 @@ def test_the_schema_offers_none_for_the_taint_and_not_an_empty_value(runner) -> 
          "past the last CPU id"),
         ("  tuning:\n    reserved_cpus: 0,8192\n", 3,
          "gpu_pool.tuning.reserved_cpus: '0,8192': CPU 8192 is past the last CPU id Linux numbers (8191"),
+        ("  tuning:\n    hugepages: [{size: 1G, count: 1}, {size: 2M, count: 1}, {size: 1G, count: 1}]\n", 3,
+         "gpu_pool.tuning.hugepages: must list at most 2 items"),
         ("  tuning:\n    hugepages: [{size: 1G, count: 5000}]\n", 3,
          "gpu_pool.tuning.hugepages: 5000 GiB of hugepages is more than the memory of the largest DGX"),
         ("  tuning:\n    performance_profile: {cpu: {reserved: zz, isolated: 2-9}}\n", 3,

@@ -243,3 +243,11 @@ def test_a_cluster_policy_key_given_dotted_then_nested_is_refused(runner, tmp_pa
     code, out = _validate(runner, inv)
     assert code == 2, out
     assert "'driver.rdma.enabled' is given twice" in _one_problem(out, inv, "gpu.cluster_policy")
+
+
+def test_a_fabric_list_longer_than_any_dgx_is_refused_at_once(runner, tmp_path: Path) -> None:
+    many = ", ".join(f"ibp{i}s0" for i in range(33))
+    inv = rdma_inventory(tmp_path, w0=f"rdma: {{interfaces: [{many}], node_interface: eno1}}")
+    code, out = _validate(runner, inv)
+    assert code == 2
+    assert "must list at most 32 items" in _one_problem(out, inv, "nodes[4].rdma.interfaces")

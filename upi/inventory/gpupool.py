@@ -155,7 +155,7 @@ class Tuning(_Model):
     cpu_manager: Literal["static", "none"] = "static"
     reserved_cpus: CpuSet = "0-1"
     topology_manager: Literal["none", "best-effort", "restricted", "single-numa-node"] = "restricted"
-    hugepages: list[Hugepages] = Field(default_factory=list)
+    hugepages: list[Hugepages] = Field(default_factory=list, max_length=len(HUGEPAGE_SIZES))  # one per size
     performance_profile: Annotated[dict[str, Any], AfterValidator(_profile)] | None = None
 
     @field_validator("hugepages")

@@ -85,7 +85,9 @@ class _Model(BaseModel):
 class NodeRdma(_Model):
     """One DGX's fabric: its ConnectX ports for GPUDirect RDMA, and the ports that must stay out of it."""
 
-    interfaces: Annotated[list[Interface], AfterValidator(_unique)] = Field(min_length=1)
+    # At most 32: a DGX carries 8 compute ConnectX ports and a few storage ones (H100, B200); a list
+    # far longer is a mistake, and each entry is one more ifNames selector in the NicClusterPolicy.
+    interfaces: Annotated[list[Interface], AfterValidator(_unique)] = Field(min_length=1, max_length=32)
     link_type: LinkType = "infiniband"
     # The port carrying the node's own traffic, when `network:` does not name it already.
     node_interface: Interface | None = None
