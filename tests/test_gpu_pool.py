@@ -304,18 +304,48 @@ def test_taint_none_leaves_the_nodes_untainted(runner, tmp_path: Path, cluster: 
     assert "taints" not in _node(cluster, "worker-0")["spec"]
 
 
-def test_a_profile_field_the_crd_lacks_is_refused_by_the_server_and_named(
+def test_a_profile_field_the_crd_lacks_is_refused_before_anything_is_applied(
         runner, tmp_path: Path) -> None:
+    # Checked against the CRD's field names (upi/inventory/performance-profile.json, tests/tuning_facts.py)
+    # at load, as network_operator.nic_cluster_policy is: exit 2 naming it, the cluster untouched.
     extra = ("gpu_pool:\n  tuning:\n"
              "    performance_profile: {cpu: {reserved: 0-1, isolated: 2-9}, turbo: true}\n")
     fake = start_cluster(tmp_path)
     try:
-        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, extra), fake))
+        inv = gpu_inventory(tmp_path, extra)
+        result = runner.invoke(app, gpu_args(inv, fake))
     finally:
         fake.stop()
-    assert result.exit_code == 1, result.output
-    assert "PerformanceProfile dgx" in result.output and "turbo" in result.output
+    assert result.exit_code == 2, result.output
+    line = len(inv.read_text().splitlines())
+    assert (f"{inv}:{line}: gpu_pool.tuning.performance_profile: turbo: the PerformanceProfile CRD "
+            "(performance.openshift.io/v2) has no field 'turbo' in spec") in " ".join(result.output.split())
     assert fake.api.get("performance.openshift.io/v2", "PerformanceProfile", "dgx") is None
+    assert [r for r in fake.api.requests if r[0] in ("PATCH", "PUT", "POST", "DELETE")] == []
+
+
+@pytest.mark.parametrize(("profile", "fragment"), [
+    ("{cpu: {reserved: 0-1, isolated: 2-9, turbo: 1}}", "cpu.turbo: the PerformanceProfile CRD "
+     "(performance.openshift.io/v2) has no field 'turbo' in spec.cpu"),
+    ("{cpu: {reserved: 0-1, isolated: 2-9}, numa: single}", "numa: the PerformanceProfile CRD "
+     "(performance.openshift.io/v2) has an object at spec.numa, not a value"),
+])
+def test_render_refuses_a_profile_the_crd_lacks_and_writes_nothing(
+        runner, tmp_path: Path, profile: str, fragment: str) -> None:
+    from rdma_support import rdma_inventory  # dgxpod with the files validate reads
+
+    extra = f"gpu_pool:\n  tuning:\n    performance_profile: {profile}\n"
+    inv = rdma_inventory(tmp_path, extra, w0="", w1="")
+    result = runner.invoke(app, ["render", str(inv), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert fragment in " ".join(result.output.split()) and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_profile_facts_upi_carries_are_the_crds() -> None:
+    import tuning_facts
+
+    assert tuning_facts.TARGET.read_text() == tuning_facts.text()
 
 
 def test_dry_run_shows_the_pool_and_writes_nothing(runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
