@@ -303,6 +303,28 @@ def test_dry_run_checks_the_cluster_and_says_what_would_change_but_writes_pushes
     assert ami.state.resets == [] and ami.state.patches == []
 
 
+def test_dry_run_of_an_rdma_dgx_in_a_tuned_pool_writes_and_sends_nothing(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
+    site = day2_site(runner, tmp_path, example_dir, tls, ami)
+    doc = yaml.safe_load(site.inventory.read_text())
+    for node in doc["nodes"]:
+        if node.get("gpu"):
+            node["rdma"] = {"interfaces": ["ens1f0np0", "0000:29:00.0"], "link_type": "ethernet",
+                            "node_interface": "eno1"}
+    doc["gpu_pool"] = {"name": "gpu", "taint": "none", "tuning": {"hugepages": [{"size": "1G", "count": 16}]}}
+    site.inventory.write_text(yaml.safe_dump(doc))
+    installed_cluster(kube)
+    before, out_before = snapshot(site.root), snapshot(site.out)
+    sent = len(kube.requests)
+    res = add(runner, site, kube, "--dry-run", "--json", gpu=True)
+    assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+    assert json.loads(res.stdout)["nodes"][0]["name"] == "worker-2"  # type: ignore[attr-defined]
+    assert snapshot(site.root) == before and snapshot(site.out) == out_before
+    assert [r for r in kube.requests[sent:] if r[0] in ("PATCH", "PUT", "POST", "DELETE")] == []
+    assert ami.state.resets == [] and ami.state.patches == []
+
+
 def test_one_cluster_approves_the_new_dgxs_csrs_and_verifies_its_gpus(
         runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake) -> None:
     """Day 2 in ONE fake cluster: the GPU operators `upi gpu` installed, CSRs, the GPU step."""
