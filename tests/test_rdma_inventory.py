@@ -251,3 +251,11 @@ def test_a_fabric_list_longer_than_any_dgx_is_refused_at_once(runner, tmp_path: 
     code, out = _validate(runner, inv)
     assert code == 2
     assert "must list at most 32 items" in _one_problem(out, inv, "nodes[4].rdma.interfaces")
+
+
+def test_a_network_operator_section_without_rdma_nodes_is_warned(runner, tmp_path: Path) -> None:
+    inv = rdma_inventory(tmp_path, "network_operator: {channel: stable}\n", w0="", w1="")
+    code, out = _validate(runner, inv)
+    assert code == 0, out
+    assert "network_operator is set but no node has rdma:, so upi gpu installs no Network Operator" in \
+        " ".join(out.split())

@@ -376,6 +376,9 @@ def rdma_warnings(inv: Inventory) -> list[str]:
     out = [f"{n.name}: neither network: nor rdma.node_interface names the port of its own traffic; "
            "upi cannot check that no fabric interface is that port (set rdma.node_interface)"
            for n in rdma_nodes(inv) if not own_interfaces(n)]
+    if inv.network_operator is not None and not rdma_nodes(inv):
+        out.append("network_operator is set but no node has rdma:, so upi gpu installs no Network Operator "
+                   "and the section is not used: give the DGXs their rdma: fabric ports")
     rdma = ((inv.gpu.cluster_policy if inv.gpu else {}).get("driver") or {}).get("rdma") or {}
     if isinstance(rdma, dict) and rdma.get("enabled") is True and rdma.get("useHostMofed") is not True \
             and not rdma_nodes(inv):
