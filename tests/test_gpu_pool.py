@@ -37,6 +37,15 @@ def test_taint_none_means_no_taint(tmp_path: Path) -> None:
     assert pool_taint(inv) is None
 
 
+def test_a_pool_section_without_gpu_nodes_is_warned(runner, example_dir: Path) -> None:
+    inv = example_dir / "compact.yaml"
+    inv.write_text(inv.read_text() + "gpu_pool: {diagnosis_level: 3}\n")
+    result = runner.invoke(app, ["validate", str(inv)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "gpu_pool is set but no node has gpu: true, so there is no GPU pool" in said
+
+
 def test_the_schema_offers_none_for_the_taint_and_not_an_empty_value(runner) -> None:
     import jsonschema
 

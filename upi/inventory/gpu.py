@@ -188,6 +188,9 @@ def gpu_rules(inv: Inventory) -> Iterator[Finding]:
 def gpu_warnings(inv: Inventory) -> list[str]:
     """GPU facts worth a warning: a release the GPU Operator is known broken on."""
     out = []
+    if inv.gpu_pool is not None and not any(n.gpu for n in inv.nodes):
+        out.append("gpu_pool is set but no node has gpu: true, so there is no GPU pool and the section "
+                   "is not used")
     if any(n.gpu for n in inv.nodes) and inv.cluster.openshift_version in BROKEN_VERSIONS:
         out.append(f"OpenShift {inv.cluster.openshift_version} breaks every GPU Operator version "
                    "(crun change): install another release before upi gpu")
