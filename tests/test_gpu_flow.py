@@ -225,10 +225,12 @@ def test_node_option_verifies_only_the_named_gpu_node(runner, tmp_path: Path) ->
     assert fake.api.schema_violations == []
 
 
-@pytest.mark.parametrize("name", ["master-0", "worker-9"])
+@pytest.mark.parametrize(("name", "shown"), [
+    ("master-0", "master-0"), ("worker-9", "worker-9"), ("", "''"), ("a\nb", "'a\\nb'")])
 def test_node_option_names_a_gpu_node_or_exits_2(runner, tmp_path: Path, cluster: FakeGpuCluster,
-                                                name: str) -> None:
+                                                name: str, shown: str) -> None:
     result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path), cluster, "--node", name))
     assert result.exit_code == 2
-    assert f"--node {name}: not a gpu: true node of" in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # one paragraph, whatever the name
+    assert f"--node {shown}: not a gpu: true node of" in result.stderr
     assert "GPU nodes: worker-0, worker-1" in result.stderr

@@ -37,6 +37,27 @@ def test_taint_none_means_no_taint(tmp_path: Path) -> None:
     assert pool_taint(inv) is None
 
 
+def test_a_pool_section_without_gpu_nodes_is_warned(runner, example_dir: Path) -> None:
+    inv = example_dir / "compact.yaml"
+    inv.write_text(inv.read_text() + "gpu_pool: {diagnosis_level: 3}\n")
+    result = runner.invoke(app, ["validate", str(inv)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "gpu_pool is set but no node has gpu: true, so there is no GPU pool" in said
+
+
+def test_the_schema_offers_none_for_the_taint_and_not_an_empty_value(runner) -> None:
+    import jsonschema
+
+    doc = json.loads(runner.invoke(app, ["schema"]).stdout)
+    taint = {"$defs": doc["$defs"], "$ref": "#/$defs/GpuPool/properties/taint"}
+    jsonschema.validate("none", taint)
+    jsonschema.validate({"key": "nvidia.com/gpu", "effect": "NoExecute"}, taint)
+    for wrong in (None, "None", False):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(wrong, taint)
+
+
 @pytest.mark.parametrize(
     ("section", "line", "message"),
     [
@@ -55,6 +76,26 @@ def test_taint_none_means_no_taint(tmp_path: Path) -> None:
         ("  max_unavailable: 0\n", 2, "gpu_pool.max_unavailable: 0 is not a node count"),
         ("  max_unavailable: 150%\n", 2, "gpu_pool.max_unavailable: '150%' is not a percentage"),
         ("  tunning: {}\n", 2, "gpu_pool"),
+        # Hostile values: each names the key and says what to write instead.
+        ("  taint:\n", 2, "gpu_pool.taint: empty is not a taint: write none (lowercase) for no taint"),
+        ("  taint: null\n", 2, "gpu_pool.taint: empty is not a taint"),
+        ("  taint: None\n", 2, "gpu_pool.taint: 'None' is not a taint: write none (lowercase)"),
+        ("  taint: false\n", 2, "gpu_pool.taint: false is not a taint"),
+        ("  tuning:\n    reserved_cpus: '\u0660-\u0661'\n", 3,
+         "gpu_pool.tuning.reserved_cpus: '\u0660-\u0661' is not a CPU list"),
+        ("  tuning:\n    reserved_cpus: 0-99999999999999999999999999999\n", 3,
+         "gpu_pool.tuning.reserved_cpus: '0-99999999999999999999999999999': CPU 99999999999999999999 is "
+         "past the last CPU id"),
+        ("  tuning:\n    reserved_cpus: 0,8192\n", 3,
+         "gpu_pool.tuning.reserved_cpus: '0,8192': CPU 8192 is past the last CPU id Linux numbers (8191"),
+        ("  tuning:\n    hugepages: [{size: 1G, count: 1}, {size: 2M, count: 1}, {size: 1G, count: 1}]\n", 3,
+         "gpu_pool.tuning.hugepages: must list at most 2 items"),
+        ("  tuning:\n    hugepages: [{size: 1G, count: 5000}]\n", 3,
+         "gpu_pool.tuning.hugepages: 5000 GiB of hugepages is more than the memory of the largest DGX"),
+        ("  tuning:\n    performance_profile: {cpu: {reserved: zz, isolated: 2-9}}\n", 3,
+         "gpu_pool.tuning.performance_profile: cpu.reserved: 'zz' is not a CPU list"),
+        ("  tuning:\n    performance_profile: {cpu: {reserved: 0-3, isolated: 2-9}}\n", 3,
+         "gpu_pool.tuning.performance_profile: CPU 2 is in both cpu.reserved and cpu.isolated"),
     ],
 )
 def test_a_bad_pool_section_is_exit_2_naming_file_field_and_line(
@@ -67,6 +108,21 @@ def test_a_bad_pool_section_is_exit_2_naming_file_field_and_line(
     assert result.exit_code == 2, result.output
     assert f"{inv}:{base + line}: {message}" in result.output
     assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output  # one problem, one paragraph
+
+
+def test_a_gpu_master_is_refused_as_the_pool_cannot_hold_it(runner, tmp_path: Path) -> None:
+    from rdma_support import rdma_inventory  # dgxpod with the files validate reads
+
+    inv = rdma_inventory(tmp_path, w0="", w1="")
+    master = '{name: master-1, role: master, mac: "52:54:00:21:03:51", ip: 10.33.3.51}'
+    inv.write_text(inv.read_text().replace(master, master[:-1] + ", gpu: true}"))
+    result = runner.invoke(app, ["validate", str(inv)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"upi: error: {inv}:33: nodes[2].gpu: master-1 is a master: gpu: true is for workers (the DGXs join "
+        "the GPU pool, a custom MachineConfigPool, and the machine config operator keeps control-plane nodes "
+        "out of custom pools)"]
 
 
 # --- upi gpu: the pool on the fake cluster ---------------------------------------------------
@@ -149,6 +205,53 @@ def test_a_second_run_reboots_nothing_and_changes_nothing(
             json.loads(before)["metadata"]["labels"], json.loads(before)["spec"])
 
 
+WRITES = ("PATCH", "PUT", "POST", "DELETE")
+
+
+def _allowed_on_a_second_run(path: str) -> bool:
+    """The pods upi runs to verify and diagnose (created, then deleted) and the metrics token."""
+    return "/pods" in path or path.endswith("/token")
+
+
+@pytest.mark.parametrize("extra", [
+    "",
+    "gpu_pool:\n  name: gpu\n  taint: {key: example.com/dgx, value: reserved, effect: NoExecute}\n"
+    "  tuning: {reserved_cpus: '0-3', hugepages: [{size: 1G, count: 8}, {size: 2M, count: 512}]}\n"
+    "  max_unavailable: 50%\n  diagnosis_level: 2\n",
+    "gpu_pool:\n  taint: none\n  tuning: {performance_profile: {cpu: {reserved: 0-1, isolated: 2-9}}}\n"
+    "  metrics: false\n",
+], ids=["defaults", "own-pool-taint-hugepages", "profile-untainted"])
+def test_a_second_run_sends_no_write_but_its_pods_and_token(
+        runner, tmp_path: Path, cluster: FakeGpuCluster, extra: str) -> None:
+    # Counted on the wire: a no-op server-side apply is still a PATCH the cluster must authorise,
+    # audit and run admission on; the second run sends none (rdma: nodes too, so every stage runs).
+    from rdma_support import rdma_inventory
+
+    inv = rdma_inventory(tmp_path, extra)
+    assert runner.invoke(app, gpu_args(inv, cluster, timeout="2")).exit_code == 0
+    first = len(cluster.api.requests)
+    result = runner.invoke(app, gpu_args(inv, cluster, "--json", timeout="2"))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["changed"] is False
+    writes = [f"{m} {p}" for m, p, _ in cluster.api.requests[first:] if m in WRITES]
+    assert [w for w in writes if not _allowed_on_a_second_run(w)] == []
+
+
+def test_an_inventory_change_still_reaches_the_cluster_and_drops_what_upi_no_longer_sets(
+        runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
+    inv = gpu_inventory(tmp_path)
+    assert runner.invoke(app, gpu_args(inv, cluster)).exit_code == 0
+    kubelet = cluster.api.get(MCO, "KubeletConfig", "dgx-kubelet")
+    assert kubelet is not None and kubelet["spec"]["kubeletConfig"]["reservedSystemCPUs"] == "0-1"
+    inv.write_text(inv.read_text() + "gpu_pool:\n  tuning: {cpu_manager: none}\n")
+    result = runner.invoke(app, gpu_args(inv, cluster, "--json"))
+    assert result.exit_code == 0, result.output
+    changes = json.loads(result.stdout)["changes"]
+    assert {"object": "KubeletConfig dgx-kubelet", "action": "configured"} in changes
+    spec = cluster.api.get(MCO, "KubeletConfig", "dgx-kubelet")["spec"]["kubeletConfig"]  # type: ignore[index]
+    assert spec["cpuManagerPolicy"] == "none" and "reservedSystemCPUs" not in spec
+
+
 def test_a_degraded_node_is_exit_1_naming_it_and_the_pools_message(runner, tmp_path: Path) -> None:
     fake = start_cluster(tmp_path)
     fake.mco.degrades["worker-1"] = "unexpected on-disk state validating against rendered-dgx-0"
@@ -210,18 +313,48 @@ def test_taint_none_leaves_the_nodes_untainted(runner, tmp_path: Path, cluster: 
     assert "taints" not in _node(cluster, "worker-0")["spec"]
 
 
-def test_a_profile_field_the_crd_lacks_is_refused_by_the_server_and_named(
+def test_a_profile_field_the_crd_lacks_is_refused_before_anything_is_applied(
         runner, tmp_path: Path) -> None:
+    # Checked against the CRD's field names (upi/inventory/performance-profile.json, tests/tuning_facts.py)
+    # at load, as network_operator.nic_cluster_policy is: exit 2 naming it, the cluster untouched.
     extra = ("gpu_pool:\n  tuning:\n"
              "    performance_profile: {cpu: {reserved: 0-1, isolated: 2-9}, turbo: true}\n")
     fake = start_cluster(tmp_path)
     try:
-        result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, extra), fake))
+        inv = gpu_inventory(tmp_path, extra)
+        result = runner.invoke(app, gpu_args(inv, fake))
     finally:
         fake.stop()
-    assert result.exit_code == 1, result.output
-    assert "PerformanceProfile dgx" in result.output and "turbo" in result.output
+    assert result.exit_code == 2, result.output
+    line = len(inv.read_text().splitlines())
+    assert (f"{inv}:{line}: gpu_pool.tuning.performance_profile: turbo: the PerformanceProfile CRD "
+            "(performance.openshift.io/v2) has no field 'turbo' in spec") in " ".join(result.output.split())
     assert fake.api.get("performance.openshift.io/v2", "PerformanceProfile", "dgx") is None
+    assert [r for r in fake.api.requests if r[0] in ("PATCH", "PUT", "POST", "DELETE")] == []
+
+
+@pytest.mark.parametrize(("profile", "fragment"), [
+    ("{cpu: {reserved: 0-1, isolated: 2-9, turbo: 1}}", "cpu.turbo: the PerformanceProfile CRD "
+     "(performance.openshift.io/v2) has no field 'turbo' in spec.cpu"),
+    ("{cpu: {reserved: 0-1, isolated: 2-9}, numa: single}", "numa: the PerformanceProfile CRD "
+     "(performance.openshift.io/v2) has an object at spec.numa, not a value"),
+])
+def test_render_refuses_a_profile_the_crd_lacks_and_writes_nothing(
+        runner, tmp_path: Path, profile: str, fragment: str) -> None:
+    from rdma_support import rdma_inventory  # dgxpod with the files validate reads
+
+    extra = f"gpu_pool:\n  tuning:\n    performance_profile: {profile}\n"
+    inv = rdma_inventory(tmp_path, extra, w0="", w1="")
+    result = runner.invoke(app, ["render", str(inv), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert fragment in " ".join(result.output.split()) and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_profile_facts_upi_carries_are_the_crds() -> None:
+    import tuning_facts
+
+    assert tuning_facts.TARGET.read_text() == tuning_facts.text()
 
 
 def test_dry_run_shows_the_pool_and_writes_nothing(runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:

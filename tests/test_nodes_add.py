@@ -146,9 +146,12 @@ def test_a_new_dgx_joins_and_only_its_files_and_csrs_change(
         (site.out / "http/ignition/worker.ign").read_bytes() != after[W2_IGN]
 
     resets = len(ami.state.resets)
+    sent = len(kube.requests)
     again = add(runner, site, kube, "--json", "--timeout", "10s")
     assert again.exit_code == 0, again.output  # type: ignore[attr-defined]
     assert json.loads(again.stdout)["changed"] == []  # type: ignore[attr-defined]
+    # Counted on the wire: the second run reads, and writes nothing to the cluster.
+    assert [r for r in kube.requests[sent:] if r[0] in ("PATCH", "PUT", "POST", "DELETE")] == []
     assert snapshot(site.root) == after and len(ami.state.resets) == resets
 
 
@@ -225,6 +228,39 @@ def test_a_master_is_refused_naming_the_control_plane_procedure(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("names", "shown"), [
+    (["worker-9"], "worker-9"),
+    (["worker-0", "ghost", "ghost"], "ghost"),  # named once, though given twice
+    ([""], "''"),
+    (["a\nb"], "'a\\nb'"),  # one paragraph: the newline is shown, not printed
+    (["w\u00f6rker"], "'w\u00f6rker'"),
+    (["x" * 300], "'" + "x" * 60 + "...'"),
+])
+def test_a_name_the_inventory_lacks_is_exit_2_shown_safely_in_one_line(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, names: list[str], shown: str) -> None:
+    inv = example_dir / "dgxpod.yaml"
+    res = runner.invoke(app, ["nodes", "add", str(inv), *names, "-o", str(tmp_path / "out"),
+                              "--kubeconfig", str(tmp_path / "none"), "--dry-run"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.splitlines() == [
+        f"upi: error: {shown}: not a node of {inv}; write the new worker into the inventory's nodes: first "
+        "(docs/day2.md)"]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("command", "option"), [
+    (["add", "-o", "OUT"], "--poll"), (["add", "-o", "OUT"], "--timeout"), (["remove"], "--poll")])
+def test_a_zero_poll_or_timeout_is_exit_2_before_anything_is_touched(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, command: list[str], option: str) -> None:
+    args = [a.replace("OUT", str(tmp_path / "out")) for a in command]
+    res = runner.invoke(app, ["nodes", args[0], str(example_dir / "dgxpod.yaml"), "worker-0", *args[1:],
+                              option, "0", "--kubeconfig", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.splitlines() == [
+        f"upi: error: {option} must be a positive duration (write 10s, 30m, 2h), not 0"]
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_bmc_refusing_the_login_is_exit_1_naming_node_and_stage(
         runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
         kube: FakeApiServer) -> None:
@@ -267,6 +303,28 @@ def test_dry_run_checks_the_cluster_and_says_what_would_change_but_writes_pushes
     assert ami.state.resets == [] and ami.state.patches == []
 
 
+def test_dry_run_of_an_rdma_dgx_in_a_tuned_pool_writes_and_sends_nothing(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
+    site = day2_site(runner, tmp_path, example_dir, tls, ami)
+    doc = yaml.safe_load(site.inventory.read_text())
+    for node in doc["nodes"]:
+        if node.get("gpu"):
+            node["rdma"] = {"interfaces": ["ens1f0np0", "0000:29:00.0"], "link_type": "ethernet",
+                            "node_interface": "eno1"}
+    doc["gpu_pool"] = {"name": "gpu", "taint": "none", "tuning": {"hugepages": [{"size": "1G", "count": 16}]}}
+    site.inventory.write_text(yaml.safe_dump(doc))
+    installed_cluster(kube)
+    before, out_before = snapshot(site.root), snapshot(site.out)
+    sent = len(kube.requests)
+    res = add(runner, site, kube, "--dry-run", "--json", gpu=True)
+    assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+    assert json.loads(res.stdout)["nodes"][0]["name"] == "worker-2"  # type: ignore[attr-defined]
+    assert snapshot(site.root) == before and snapshot(site.out) == out_before
+    assert [r for r in kube.requests[sent:] if r[0] in ("PATCH", "PUT", "POST", "DELETE")] == []
+    assert ami.state.resets == [] and ami.state.patches == []
+
+
 def test_one_cluster_approves_the_new_dgxs_csrs_and_verifies_its_gpus(
         runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake) -> None:
     """Day 2 in ONE fake cluster: the GPU operators `upi gpu` installed, CSRs, the GPU step."""
@@ -301,6 +359,13 @@ def test_one_cluster_approves_the_new_dgxs_csrs_and_verifies_its_gpus(
         assert any(r[1].endswith("/client-worker-2/approval") for r in after), after
         assert all(r[1].endswith(("/approval", "/serviceaccounts/upi-gpu-metrics/token"))
                    or "/pods" in r[1] or "/nodes/" in r[1] for r in after), after
+        # A second run: no write but the pods it runs to verify and the metrics token.
+        sent = len(api.requests)
+        again = add(runner, site, api, "--json", "--timeout", "60s", gpu=True)
+        assert again.exit_code == 0, again.output  # type: ignore[attr-defined]
+        assert json.loads(again.stdout)["changed"] == []  # type: ignore[attr-defined]
+        assert [r for r in api.requests[sent:] if r[0] in ("PATCH", "PUT", "POST", "DELETE")
+                and "/pods" not in r[1] and not r[1].endswith("/token")] == []
     finally:
         cluster.stop()
     assert cluster.api.schema_violations == [] and cluster.api.controller_errors == []

@@ -94,10 +94,42 @@ def test_dry_run_changes_nothing(runner: CliRunner, tmp_path: Path, example_dir:
     assert ami.state.resets == [] and ami.state.power == "On"
 
 
+def test_dry_run_of_an_rdma_dgx_in_a_tuned_pool_sends_no_write(
+        runner: CliRunner, tmp_path: Path, example_dir: Path, tls: Tls, ami: AmiFake,
+        kube: FakeApiServer) -> None:
+    site = cluster_with_work(runner, tmp_path, example_dir, tls, ami, kube, allowed=1)
+    text = site.inventory.read_text()
+    for mac in ("b8:ce:f6:10:33:44", "b8:ce:f6:10:33:46"):
+        assert text.count(f"  mac: {mac}\n") == 1
+        text = text.replace(f"  mac: {mac}\n", f"  mac: {mac}\n  rdma: {{interfaces: [ibp24s0, ibp64s0], "
+                            "node_interface: eno1}\n")
+    pool = "gpu_pool: {name: gpu, taint: {key: example.com/dgx, effect: NoExecute}}\n"
+    site.inventory.write_text(text + pool)
+    assert runner.invoke(app, ["validate", str(site.inventory)]).exit_code == 0
+    sent = len(kube.requests)
+    res = remove(runner, site, kube, "--dry-run", "--json")
+    assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+    doc = json.loads(res.stdout)  # type: ignore[attr-defined]
+    assert [d["name"] for d in doc] == ["worker-0"] and doc[0]["node_deleted"] is False
+    assert [r for r in kube.requests[sent:] if r[0] in ("PATCH", "PUT", "POST", "DELETE")] == []
+    assert ami.state.resets == [] and "worker-0" in kube.nodes
+
+
 def test_a_master_is_refused(runner: CliRunner, example_dir: Path, kube: FakeApiServer) -> None:
     res = runner.invoke(app, ["nodes", "remove", str(example_dir / "dgxpod.yaml"), "master-0",
                               "--kubeconfig", str(kube.kubeconfig)])
     assert res.exit_code == 2 and "master-0 is a master" in res.stderr
+
+
+def test_a_name_the_inventory_lacks_says_remove_comes_before_the_edit(
+        runner: CliRunner, tmp_path: Path, example_dir: Path) -> None:
+    inv = example_dir / "dgxpod.yaml"
+    res = runner.invoke(app, ["nodes", "remove", str(inv), "worker-7", "worker-7", "--dry-run",
+                              "--kubeconfig", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.splitlines() == [
+        f"upi: error: worker-7: not a node of {inv}; a node is removed while the inventory still names it, "
+        "and taken out of nodes: after (docs/day2.md)"]
 
 
 def test_after_remove_and_the_inventory_edit_render_and_push_drop_its_entries(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from upi import console
 from upi.csr.connect import connect, find_kubeconfig
+from upi.day2.add import shown_name
 from upi.errors import UsageError
 from upi.gpu.display import GpuDisplay
 from upi.gpu.flow import GpuReport, check_pace, run_gpu
@@ -39,7 +40,7 @@ def gpu_command(inventory: Path, *, kubeconfig: Path | None, assets: Path | None
 def gpu_nodes_named(inv: Inventory, names: Sequence[str]) -> frozenset[str]:
     """--node values: each a `gpu: true` node of the inventory (exit 2 naming the others)."""
     gpu = [n.name for n in inv.nodes if n.gpu]
-    wrong = [n for n in dict.fromkeys(names) if n not in gpu]
+    wrong = [shown_name(n) for n in dict.fromkeys(names) if n not in gpu]
     if wrong:
         raise UsageError(f"--node {', '.join(wrong)}: not a gpu: true node of {inv.source} "
                          f"(GPU nodes: {', '.join(gpu)})")

@@ -7,12 +7,21 @@ from pathlib import Path
 
 from upi import console
 from upi.day2.add import AddReport, AddRequest, add_nodes
+from upi.errors import UsageError
+
+
+def _positive(**values: float) -> None:
+    """--timeout and --poll of 0: a wait that gives up at once, or a loop that never sleeps."""
+    for name, value in values.items():
+        if value <= 0:
+            raise UsageError(f"--{name} must be a positive duration (write 10s, 30m, 2h), not {value:g}")
 
 
 def add_command(inventory: Path, names: Sequence[str], out: Path, *, kubeconfig: Path | None,
                 assets: Path | None, metal: bool, gpu: bool, dry_run: bool, as_json: bool,
                 timeout: float, poll: float) -> AddReport:
     """Everything `upi nodes add` does after parsing its arguments."""
+    _positive(timeout=timeout, poll=poll)
     req = AddRequest(inventory, names, out, kubeconfig=kubeconfig, assets=assets, metal=metal,
                      dry_run=dry_run, timeout=timeout, poll=poll, gpu=gpu)
     report = add_nodes(req, console.progress, console.warn)
@@ -29,6 +38,7 @@ def remove_command(inventory: Path, names: Sequence[str], out: Path | None, *, k
                    assets: Path | None, keep_power: bool, drain_timeout: float, dry_run: bool,
                    as_json: bool, poll: float) -> None:
     """Everything `upi nodes remove` does after parsing its arguments."""
+    _positive(poll=poll)
     from upi.day2.remove import RemoveRequest, remove_nodes
 
     req = RemoveRequest(inventory, names, out, kubeconfig=kubeconfig, assets=assets,

@@ -77,13 +77,21 @@ class AddReport:
                 "unchanged": self.unchanged, "left_pending": self.left_pending, "ok": self.ok}
 
 
-def chosen_workers(inv: Inventory, names: Sequence[str]) -> list[str]:
+def shown_name(name: str) -> str:
+    """A NODE argument for a message: as typed when it reads as a name, else quoted and cut short."""
+    if name and name.isprintable() and name.isascii() and len(name) <= 63 and " " not in name:
+        return name
+    return repr(name[:60] + "..." if len(name) > 60 else name)
+
+
+def chosen_workers(inv: Inventory, names: Sequence[str], *, adding: bool = True) -> list[str]:
     """The named nodes, each a worker of the inventory (exit 2 otherwise, a master's naming its procedure)."""
     by_name = {n.name: n for n in inv.nodes}
-    unknown = [n for n in names if n not in by_name]
+    unknown = [shown_name(n) for n in dict.fromkeys(names) if n not in by_name]
     if unknown:
-        raise UsageError(f"{', '.join(unknown)}: not a node of {inv.source}; write the new worker "
-                         "into the inventory's nodes: first (docs/day2.md)")
+        hint = ("write the new worker into the inventory's nodes: first" if adding else
+                "a node is removed while the inventory still names it, and taken out of nodes: after")
+        raise UsageError(f"{', '.join(unknown)}: not a node of {inv.source}; {hint} (docs/day2.md)")
     wanted = list(dict.fromkeys(names))
     for name in wanted:
         role = by_name[name].role

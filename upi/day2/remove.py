@@ -169,7 +169,7 @@ def remove_nodes(req: RemoveRequest, say: Say, warn: Say) -> dict[str, Removed]:
 
     inv = load_inventory(req.inventory, check_files=False,
                          extra_rules=[] if req.keep_power else [lambda i: bmc_files(i, req.names or None)])
-    names = chosen_workers(inv, req.names)
+    names = chosen_workers(inv, req.names, adding=False)
     done = {n: Removed(n) for n in names}
     conn = connect(find_kubeconfig(req.kubeconfig, req.assets))
     try:

@@ -53,12 +53,29 @@ def _overrides(value: dict[str, Any]) -> dict[str, Any]:
             node = child
         leaf = _overrides(val) if isinstance(val, dict) else val
         if isinstance(node.get(parts[-1]), dict) and isinstance(leaf, dict):
+            twice = _shared_leaf(node[parts[-1]], leaf)
+            if twice is not None:  # in either order: dotted then nested, or nested then dotted
+                raise ValueError(f"'{key}.{twice}' is given twice (once dotted, once nested)")
             node[parts[-1]] = merge(node[parts[-1]], leaf)
         elif parts[-1] in node:
             raise ValueError(f"{key!r} is given twice (once dotted, once nested)")
         else:
             node[parts[-1]] = leaf
     return out
+
+
+def _shared_leaf(one: dict[str, Any], other: dict[str, Any]) -> str | None:
+    """The first dotted key both mappings set to a value (not both to a mapping), else None."""
+    for key, val in other.items():
+        if key not in one:
+            continue
+        if isinstance(val, dict) and isinstance(one[key], dict):
+            deeper = _shared_leaf(one[key], val)
+            if deeper is not None:
+                return f"{key}.{deeper}"
+        else:
+            return key
+    return None
 
 
 def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -154,6 +171,14 @@ def settings(inv: Inventory) -> GpuSettings:
 def gpu_rules(inv: Inventory) -> Iterator[Finding]:
     """`gpus` and `mig_config` mean something only on a `gpu: true` node."""
     for i, node in enumerate(inv.nodes):
+        if node.gpu and node.role.value != "worker":
+            # The GPU pool is a custom MachineConfigPool, and the MCO keeps masters in the master
+            # pool (machine-config-operator docs/custom-pools.md: custom pools on masters are not
+            # supported): the pool's rollout would wait for a node that never joins it.
+            yield ("nodes", i, "gpu"), (
+                f"{node.name} is a {node.role.value}: gpu: true is for workers (the DGXs join the GPU pool, "
+                "a custom MachineConfigPool, and the machine config operator keeps control-plane nodes "
+                "out of custom pools)")
         if node.gpus is not None and not node.gpu:
             yield ("nodes", i, "gpus"), f"{node.name} sets gpus but not gpu: true (add gpu: true)"
         if node.mig_config is not None and not node.gpu:
@@ -163,6 +188,9 @@ def gpu_rules(inv: Inventory) -> Iterator[Finding]:
 def gpu_warnings(inv: Inventory) -> list[str]:
     """GPU facts worth a warning: a release the GPU Operator is known broken on."""
     out = []
+    if inv.gpu_pool is not None and not any(n.gpu for n in inv.nodes):
+        out.append("gpu_pool is set but no node has gpu: true, so there is no GPU pool and the section "
+                   "is not used")
     if any(n.gpu for n in inv.nodes) and inv.cluster.openshift_version in BROKEN_VERSIONS:
         out.append(f"OpenShift {inv.cluster.openshift_version} breaks every GPU Operator version "
                    "(crun change): install another release before upi gpu")

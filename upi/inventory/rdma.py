@@ -94,7 +94,9 @@ class _Model(BaseModel):
 class NodeRdma(_Model):
     """One DGX's fabric: its ConnectX ports for GPUDirect RDMA, and the ports that must stay out of it."""
 
-    interfaces: Annotated[list[Interface], AfterValidator(_unique)] = Field(min_length=1)
+    # At most 32: a DGX carries 8 compute ConnectX ports and a few storage ones (H100, B200); a list
+    # far longer is a mistake, and each entry is one more ifNames selector in the NicClusterPolicy.
+    interfaces: Annotated[list[Interface], AfterValidator(_unique)] = Field(min_length=1, max_length=32)
     link_type: LinkType = "infiniband"
     # The port carrying the node's own traffic, when `network:` does not name it already.
     node_interface: Interface | None = None
@@ -168,13 +170,19 @@ def operator_facts() -> dict[str, Any]:
 
 
 def unknown_field(overrides: dict[str, Any], tree: Any, prefix: str = "") -> str | None:
-    """The first override (dotted) the field tree has no place for; None when all fit."""
+    """The first override (dotted) the field tree has no place for; None when all fit.
+
+    Ends in ':object' when the override is a value where the tree has an object
+    of fields (`ofedDriver: 5`): the API server would refuse that type.
+    """
     if tree == "*":
         return None
     for key, value in overrides.items():
         here = f"{prefix}{key}"
         if not isinstance(tree, dict) or key not in tree:
             return here
+        if isinstance(tree[key], dict) and tree[key] and not isinstance(value, dict | list):
+            return f"{here}:object"  # the CRD holds fields under it: a scalar has no place there
         if isinstance(value, dict) and value:
             found = unknown_field(value, tree[key], here + ".")
             if found:
@@ -234,7 +242,11 @@ def rdma_rules(inv: Inventory) -> Iterator[Finding]:
     for i, node in enumerate(inv.nodes):
         if node.rdma is None:
             continue
-        if not node.gpu:
+        if node.role.value != "worker":
+            yield ("nodes", i, "rdma"), (
+                f"{node.name} is a {node.role.value}: rdma: is for the DGX workers (the NIC driver's reload "
+                "would take the control plane's port down with it, and the GPU pool holds workers only)")
+        elif not node.gpu:
             yield ("nodes", i, "rdma"), f"{node.name} sets rdma but not gpu: true (RDMA is for the DGXs)"
         own = own_interfaces(node)
         for j, iface in enumerate(node.rdma.interfaces):
@@ -250,11 +262,82 @@ def rdma_rules(inv: Inventory) -> Iterator[Finding]:
                 f"no {link} fabric interface is given by name: name the parent netdev of the "
                 f"{link} secondary network ({'ibp24s0' if link == 'infiniband' else 'ens1f0np0'})")
     yield from _policy_overrides(inv)
+    for link in LINK_TYPES:
+        if link in links:
+            yield from _fabric_network(inv, link)
     net = operator_settings(inv).secondary_network
     if {"infiniband", "ethernet"} <= links and net.infiniband.name == net.ethernet.name:
         yield ("network_operator", "secondary_network", "ethernet", "name"), (
             f"{net.ethernet.name!r} is also the infiniband network's name: both become a "
             f"NetworkAttachmentDefinition in {net.namespace}")
+
+
+# Networks a pod's fabric address may not share: OVN-Kubernetes' own (rules.OVN_INTERNAL and the
+# masquerade subnet) and the ones no interface can route (RFC 6890 special-purpose blocks).
+_RESERVED = (("the loopback range", ipaddress.IPv4Network("127.0.0.0/8")),
+             ("the link-local range (OVN's masquerade subnet)", ipaddress.IPv4Network("169.254.0.0/16")),
+             ("the multicast range", ipaddress.IPv4Network("224.0.0.0/4")),
+             ("the reserved range", ipaddress.IPv4Network("240.0.0.0/4")),
+             ("the 'this network' range", ipaddress.IPv4Network("0.0.0.0/8")),
+             ("OVN-Kubernetes' join switch", ipaddress.IPv4Network("100.64.0.0/16")),
+             ("OVN-Kubernetes' transit switch", ipaddress.IPv4Network("100.88.0.0/16")))
+
+
+def _cluster_networks(inv: Inventory) -> list[tuple[str, ipaddress.IPv4Network]]:
+    """The cluster's own networks, each with the key that names it."""
+    net = inv.network
+    named = [("network.machine_cidr", net.machine_cidr)]
+    named += [(f"network.machine_networks[{i}].cidr", m.cidr) for i, m in enumerate(net.machine_networks)]
+    return [*named, ("network.cluster_network", net.cluster_network),
+            ("network.service_network", net.service_network)]
+
+
+def _fabric_network(inv: Inventory, link: LinkType) -> Iterator[Finding]:
+    """The secondary network of a fabric in use: its own addresses, its parent a fabric port by name."""
+    net: FabricNetwork = getattr(operator_settings(inv).secondary_network, link)
+    loc = ("network_operator", "secondary_network", link)
+    others = [*_cluster_networks(inv), *_RESERVED]
+    if link == "ethernet" and "infiniband" in {n.rdma.link_type for n in rdma_nodes(inv) if n.rdma}:
+        ib = operator_settings(inv).secondary_network.infiniband.cidr
+        others.append(("network_operator.secondary_network.infiniband.cidr", ib))
+    for key, other in others:
+        if net.cidr.overlaps(other):
+            where = f"{key} {other}" if key.startswith("the") or "'" in key else f"the {key} {other}"
+            yield (*loc, "cidr"), (
+                f"{net.cidr} overlaps {where}: each address must belong to one network; give the "
+                f"{link} fabric a range of its own")
+            break
+    else:
+        # whereabouts hands out neither the network nor the broadcast address; each node of the
+        # fabric runs at most one bandwidth-test pod at a time, and a pair needs two.
+        need = max(2, sum(1 for n in rdma_nodes(inv) if n.rdma is not None and n.rdma.link_type == link))
+        free = net.cidr.num_addresses - 2 - sum(x.num_addresses for x in net.exclude if x.subnet_of(net.cidr))
+        if free < need:
+            yield (*loc, "cidr"), (
+                f"{net.cidr} leaves {max(free, 0)} pod address{'' if free == 1 else 'es'} (whereabouts skips "
+                f"the network and broadcast addresses{', and exclude' if net.exclude else ''}): the "
+                f"{need} {link} DGXs' bandwidth-test pods need {need}")
+    if link == "infiniband" and net.mtu is not None:
+        # IPoIBNetwork's spec has no mtu (its CRD: networkNamespace, master, ipam): dropped unseen.
+        yield (*loc, "mtu"), (
+            f"{net.mtu}: the IPoIBNetwork has no MTU (an IPoIB interface takes its parent port's); "
+            "set the MTU on the port, or drop the key (mtu is for the ethernet network)")
+    for k, excluded in enumerate(net.exclude):
+        if not excluded.subnet_of(net.cidr):
+            yield (*loc, "exclude", k), f"{excluded} is not inside cidr {net.cidr}: it excludes nothing"
+    if net.master is not None:
+        if is_pci(net.master):
+            yield (*loc, "master"), (
+                f"{net.master} is a PCI address: the {link} network's parent is a netdev name "
+                f"({'ibp24s0' if link == 'infiniband' else 'ens1f0np0'}), as the CNI plugin looks it up")
+        else:
+            for node in rdma_nodes(inv):
+                own = own_interfaces(node)
+                if net.master in own:
+                    yield (*loc, "master"), (
+                        f"{net.master} is {node.name}'s {own[net.master]}, the port of its own traffic: "
+                        "the fabric network's parent must be a fabric port")
+                    break
 
 
 def _all_or_no_dgx(inv: Inventory) -> Iterator[Finding]:
@@ -278,7 +361,13 @@ def _policy_overrides(inv: Inventory) -> Iterator[Finding]:
         return
     facts = operator_facts()
     bad = unknown_field(inv.network_operator.nic_cluster_policy, facts["specFields"])
-    if bad is not None:
+    if bad is not None and bad.endswith(":object"):
+        bad = bad.removesuffix(":object")
+        fields = ", ".join(sorted(_fields(facts["specFields"], bad))[:5])
+        yield ("network_operator", "nic_cluster_policy"), (
+            f"{bad}: the NicClusterPolicy CRD ({facts['apiVersion']}, {facts['csv']}) has an object at "
+            f"spec.{bad} (fields {fields}, ...), not a value")
+    elif bad is not None:
         parent, _, leaf = bad.rpartition(".")
         where = f"spec.{parent}" if parent else "spec"
         yield ("network_operator", "nic_cluster_policy"), (
@@ -286,11 +375,21 @@ def _policy_overrides(inv: Inventory) -> Iterator[Finding]:
             f"{leaf!r} in {where}")
 
 
+def _fields(tree: Any, dotted: str) -> list[str]:
+    """The field names the tree holds under a dotted path."""
+    for part in dotted.split("."):
+        tree = tree.get(part, {}) if isinstance(tree, dict) else {}
+    return list(tree) if isinstance(tree, dict) else []
+
+
 def rdma_warnings(inv: Inventory) -> list[str]:
     """A fabric whose node's own-traffic port upi cannot know: the 2176 check could not run."""
     out = [f"{n.name}: neither network: nor rdma.node_interface names the port of its own traffic; "
            "upi cannot check that no fabric interface is that port (set rdma.node_interface)"
            for n in rdma_nodes(inv) if not own_interfaces(n)]
+    if inv.network_operator is not None and not rdma_nodes(inv):
+        out.append("network_operator is set but no node has rdma:, so upi gpu installs no Network Operator "
+                   "and the section is not used: give the DGXs their rdma: fabric ports")
     rdma = ((inv.gpu.cluster_policy if inv.gpu else {}).get("driver") or {}).get("rdma") or {}
     if isinstance(rdma, dict) and rdma.get("enabled") is True and rdma.get("useHostMofed") is not True \
             and not rdma_nodes(inv):

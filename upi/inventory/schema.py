@@ -269,7 +269,15 @@ def inventory_schema() -> dict[str, Any]:
         _describe(name, definition.get("properties", {}))
         if name in models:
             _factory_defaults(models[name], definition.get("properties", {}))
+    _taint_none(doc)
     return {"$schema": SCHEMA_DIALECT, "title": "upi inventory", **doc}
+
+
+def _taint_none(doc: dict[str, Any]) -> None:
+    """`gpu_pool.taint` takes the word none for no taint, and refuses an empty value (gpupool._none)."""
+    taint = doc.get("$defs", {}).get("GpuPool", {}).get("properties", {}).get("taint")
+    if taint is not None:
+        taint["anyOf"] = [{"const": "none"} if c == {"type": "null"} else c for c in taint.get("anyOf", [])]
 
 
 def undescribed(doc: dict[str, Any]) -> list[str]:
