@@ -320,3 +320,17 @@ def test_the_live_panel_shows_the_network_operator_stage_skipped_without_rdma() 
     display.stage("ClusterPolicy ready", "started")
     assert display.states["Network Operator"] == "skipped"
     assert display.states["verify nodes"] == "pending"
+
+
+def test_a_fabric_namespace_of_its_own_is_created_before_its_network(runner, tmp_path: Path,
+                                                                     cluster: FakeGpuCluster) -> None:
+    # The Network Operator writes the NetworkAttachmentDefinition into networkNamespace: it must exist.
+    inv = rdma_inventory(tmp_path, "network_operator:\n  secondary_network: {namespace: fabric}\n")
+    result = runner.invoke(app, gpu_args(inv, cluster, "--json", timeout="1"))
+    assert result.exit_code == 0, result.output + cluster.dump()
+    assert cluster.api.get("v1", "Namespace", "fabric") is not None
+    net = cluster.api.get(MELLANOX, "IPoIBNetwork", "rdma-ipoib")
+    assert net is not None and net["spec"]["networkNamespace"] == "fabric"
+    writes = [r[1] for r in cluster.api.requests if r[0] == "PATCH"]
+    assert writes.index("/api/v1/namespaces/fabric") < next(
+        i for i, p in enumerate(writes) if "/ipoibnetworks/" in p)

@@ -215,3 +215,15 @@ def test_validate_refuses_a_bandwidth_namespace_where_no_scc_can_be_granted(runn
     assert result.exit_code == 2, result.output
     assert "network_operator.bandwidth.namespace" in result.output and f"'{ns}'" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_fabric_namespace_of_its_own_is_rendered_before_its_network(runner, tmp_path: Path) -> None:
+    inv = rdma_inventory(tmp_path, "network_operator:\n  secondary_network: {namespace: fabric}\n")
+    objs = _rendered(runner, tmp_path, inv)
+    names = [n for n in objs if n.startswith("34-")]
+    assert names == ["34-fabric-namespace-fabric.yaml", "34-ipoibnetwork-rdma-ipoib.yaml"]
+    assert objs[names[0]]["kind"] == "Namespace" and objs[names[0]]["metadata"]["name"] == "fabric"
+    # The default namespace exists on every cluster: nothing rendered for it.
+    (tmp_path / "plain").mkdir()
+    plain = _rendered(runner, tmp_path / "plain", rdma_inventory(tmp_path / "plain"))
+    assert not [n for n in plain if n.startswith("34-fabric-namespace")]

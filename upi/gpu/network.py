@@ -164,6 +164,21 @@ def secondary_networks(inv: Inventory) -> list[Obj]:
     return out
 
 
+def fabric_namespace(inv: Inventory) -> list[Obj]:
+    """The fabric networks' namespace, when nothing else upi applies creates it ([] for `default`).
+
+    The Network Operator writes each network's NetworkAttachmentDefinition into
+    `networkNamespace`; a namespace that does not exist leaves the network
+    without one, and the bandwidth pods that name it never start.
+    """
+    op = operator_settings(inv)
+    ns = op.secondary_network.namespace
+    if ns in ("default", op.namespace, op.bandwidth.namespace):
+        return []
+    return [{"apiVersion": "v1", "kind": "Namespace",
+             "metadata": {"name": ns, "labels": {"app.kubernetes.io/managed-by": "upi"}}}]
+
+
 def render_objects(inv: Inventory) -> list[tuple[str, Obj]]:
     """`gpu/3x-network-*`: what render writes for RDMA ([] without an `rdma:` node).
 
@@ -183,6 +198,7 @@ def render_objects(inv: Inventory) -> list[tuple[str, Obj]]:
         ("32-network-operator-subscription", subscription(chosen, cat_ns)),
         ("33-nic-cluster-policy", nic_cluster_policy(inv)),
     ]
+    objs += [(f"34-fabric-namespace-{ns['metadata']['name']}", ns) for ns in fabric_namespace(inv)]
     for net in secondary_networks(inv):
         objs.append((f"34-{net['kind'].lower()}-{net['metadata']['name']}", net))
     from upi.gpu.rdma import test_account_objects  # the bandwidth test's account and SCC binding

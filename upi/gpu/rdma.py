@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING
 
 from upi.gpu.install import OLM, apply_all, choose, example_of, install_operator, operator_objects
 from upi.gpu.kube import Kube, describe
-from upi.gpu.network import MELLANOX, NIC_POLICY, network_package, nic_cluster_policy, secondary_networks
+from upi.gpu.network import (
+    MELLANOX,
+    NIC_POLICY,
+    fabric_namespace,
+    network_package,
+    nic_cluster_policy,
+    secondary_networks,
+)
 from upi.gpu.objects import CLUSTER_POLICY, Obj, dump
 from upi.gpu.pods import DRIVER_LABELS
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
@@ -68,7 +75,7 @@ def install_network(kube: Kube, inv: Inventory, clock: Clock, changes: list[Chan
     names = list(nodes) if nodes is not None else [n.name for n in rdma_nodes(inv)]
     wait_nic_ready(kube, pkg.namespace, names, clock)
     reporter.note(f"NicClusterPolicy {NIC_POLICY}: ready; NIC driver loaded on {', '.join(names)}")
-    apply_all(kube, secondary_networks(inv), changes, reporter)
+    apply_all(kube, [*fabric_namespace(inv), *secondary_networks(inv)], changes, reporter)
     reporter.stage(STAGE, "done")
 
 
