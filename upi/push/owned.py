@@ -24,11 +24,13 @@ import json
 import posixpath
 import stat
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from upi.push.model import FileStatus, Item, Kind, PushError, TargetName
-from upi.remote import Transport
 from upi.safefs import relpath
+
+if TYPE_CHECKING:  # `upi check` reads ledgers (parse) without importing SSH
+    from upi.remote import Transport
 
 # The roots whose files can go stale (one per-MAC file per node, a file per day-2 node);
 # haproxy.cfg is one file, rewritten in place, never removed.
