@@ -356,11 +356,9 @@ class FakeApiServer:
     def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[Obj]:
         k = self.kind(api_version, kind)
         with self.lock:
-            return [
-                copy.deepcopy(o)
-                for (kk, ns, _), o in sorted(self.objects.items(), key=lambda i: i[0][1:])
-                if kk == k and (namespace is None or ns == namespace)
-            ]
+            found = [(key[1:], o) for key, o in self.objects.items()
+                     if key[0] == k and (namespace is None or key[1] == namespace)]
+            return [copy.deepcopy(o) for _, o in sorted(found, key=lambda i: i[0])]
 
     def put(self, obj: Obj, *, manager: str = "fake-controller") -> Obj:
         """Create or replace an object as a controller does (status included)."""

@@ -570,8 +570,10 @@ class FakeGpuCluster:
         gpudirect = (policy["spec"].get("driver") or {}).get("rdma") or {}
         rdma = gpudirect.get("enabled") is True
         # useHostMofed: the host's own mlx5 driver, which the peermem script takes as loaded.
-        nic_ready = (gpudirect.get("useHostMofed") is True or self.network.driver_ready(sim.name)) and (
-            not sim.peermem_fails)
+        # (Asked only with rdma on: only the peermem container reads it, and the NIC driver pods'
+        # scan costs a list of every pod per node.)
+        nic_ready = rdma and not sim.peermem_fails and (
+            gpudirect.get("useHostMofed") is True or self.network.driver_ready(sim.name))
         ds = fake_driver.daemonset(ns, rhcos if dtk else None, image, DTK_IMAGE if dtk else None,
                                    peermem=rdma)
         have = self.api.get("apps/v1", "DaemonSet", ds["metadata"]["name"], ns)

@@ -194,10 +194,10 @@ class FakeMco:
             self.api.put(new, manager="machine-config-controller")
 
     # --- node controller + daemons -------------------------------------------------------
-    def _pool_of(self, node: Obj) -> Obj | None:
+    def _pool_of(self, node: Obj, every: list[Obj] | None = None) -> Obj | None:
         labels = node["metadata"].get("labels") or {}
-        pools = [p for p in self.api.list(MCO, "MachineConfigPool")
-                 if _matches(p["spec"].get("nodeSelector") or {}, labels)]
+        every = self.api.list(MCO, "MachineConfigPool") if every is None else every
+        pools = [p for p in every if _matches(p["spec"].get("nodeSelector") or {}, labels)]
         custom = [p for p in pools if p["metadata"]["name"] not in ("worker", "master")]
         return (custom or pools or [None])[0]
 
@@ -217,7 +217,8 @@ class FakeMco:
         if not target:
             return
         pool_name = pool["metadata"]["name"]
-        nodes = [n for n in self.api.list("v1", "Node") if (self._pool_of(n) or {}).get("metadata", {})
+        every = self.api.list(MCO, "MachineConfigPool")  # once a tick, not once a node
+        nodes = [n for n in self.api.list("v1", "Node") if (self._pool_of(n, every) or {}).get("metadata", {})
                  .get("name") == pool_name]
         for node in nodes:
             self._daemon(node, (pool.get("status") or {}).get("configuration", {}).get("name") or target)
