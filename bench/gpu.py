@@ -5,7 +5,8 @@ Operator and a pod runner following their documented behaviour) holds 3
 masters and N DGX H100 nodes of 8 GPUs; its operators become ready after a
 few controller ticks and each validation pod finishes at its first tick.
 `upi gpu INV --kubeconfig K --poll 1s --json` runs as a new process
-against it (the fake Thanos querier's port set in that process, as the tests set it), for N = 16 and N = 128, and prints:
+against it (the fake Thanos querier's port set in that process, as the
+tests set it), for N = 16 and N = 128, and prints:
 
 - upi's own CPU seconds (the process's user + system time, as os.times()
   counts a reaped child; the fake runs in the bench's own process). Goal: under 10 s at 128.
