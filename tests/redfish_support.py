@@ -380,7 +380,10 @@ class AmiFake:
         self._thread.start()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
+        # shutdown() waits for the serving loop to see its flag: a loop that has ended (its thread
+        # gone) would hold the teardown forever instead of letting the test's own failure show.
+        if self._thread.is_alive():
+            self.httpd.shutdown()
         self.httpd.server_close()
 
 
