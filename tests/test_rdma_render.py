@@ -80,7 +80,9 @@ def test_roce_by_pci_address_gets_a_macvlan_network_and_named_ports(runner, tmp_
              "  nic_cluster_policy:\n    ofedDriver.version: doca3.4.1-26.04-1.1.0.0-1\n"
              "    ofedDriver.env: [{name: UNLOAD_STORAGE_MODULES, value: 'true'}]\n")
     objs = _rendered(runner, tmp_path, rdma_inventory(tmp_path, extra, w0=w0, w1=w0))
-    assert [n for n in objs if n.startswith("3")] == [*NETWORK_FILES, "34-macvlannetwork-roce-net.yaml",
+    # The network's own namespace is created first (the operator writes its attachment there).
+    assert [n for n in objs if n.startswith("3")] == [*NETWORK_FILES, "34-fabric-namespace-training.yaml",
+                                                      "34-macvlannetwork-roce-net.yaml",
                                                       *TEST_FILES]
     for name, obj in objs.items():
         if has_schema(obj["apiVersion"], obj["kind"]):
