@@ -35,17 +35,14 @@ then in one run:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -168,40 +165,16 @@ def first_look(work: Path, inv: Path, dns: Path, acc: Path, repeat: int) -> bool
     return ratio <= GOAL_RATIO and peak < GOAL_MB and later < GOAL_LATER
 
 
-class Relay:
-    """A TCP relay on loopback counting the bytes sent towards the client."""
-
-    def __init__(self, port: int) -> None:
-        self.target, self.down = port, 0
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                client, _ = self.sock.accept()
-                server = socket.create_connection(("127.0.0.1", self.target))
-                threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
-                threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, down: bool) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                if down:
-                    self.down += len(data)
-                dst.sendall(data)
-
-
 def over_ssh(work: Path, dns: Path, acc: Path) -> bool:
     from pushkit import start_sshd
+    from relay import Relay
 
     from upi.inventory import load_inventory
     from upi.status.look import Looker, sources
 
     sshd = start_sshd(work / "sshd")
+    relay = Relay(sshd.port)
     try:
-        relay = Relay(sshd.port)
         known = work / "known_hosts"
         known.write_text(f"[127.0.0.1]:{relay.port} {sshd.host_pub}\n")
         section = (f"{{host: 127.0.0.1, port: {relay.port}, user: root, known_hosts: {known}, "
@@ -230,6 +203,7 @@ def over_ssh(work: Path, dns: Path, acc: Path) -> bool:
               f"(SSH's own: {overhead:,}; goal <= {GOAL_SSH_OVERHEAD:,}), {later_cpu * 1000:.1f} ms CPU")
         return 0 <= overhead <= GOAL_SSH_OVERHEAD
     finally:
+        relay.close()
         sshd.proc.terminate()
         sshd.proc.wait(timeout=10)
 

@@ -83,6 +83,8 @@ def tcp_backend(handler=None) -> Iterator[int]:
         yield int(srv.getsockname()[1])
     finally:
         stop.set()
+        with contextlib.suppress(OSError):
+            srv.shutdown(socket.SHUT_RDWR)  # wakes accept() (tests/relay.py says why it must)
         srv.close()
         for c in conns:
             c.close()

@@ -14,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import socket
-import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,6 +22,7 @@ import pytest
 import yaml
 from conftest import inventory_path
 from pushkit import Sshd
+from relay import Relay
 
 import upi.status.look as status_cmd
 from upi.inventory import load_inventory
@@ -196,36 +195,6 @@ def test_a_line_longer_than_the_limit_is_dropped_not_kept_across_looks(tmp_path:
 # --- over SSH: a relay in front of a real sshd counts what crosses the connection ------------
 
 
-class _Relay:
-    """A TCP relay on loopback to `port`, counting the bytes sent towards the client."""
-
-    def __init__(self, port: int) -> None:
-        self.target, self.down = port, 0
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                client, _ = self.sock.accept()
-                server = socket.create_connection(("127.0.0.1", self.target))
-                threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
-                threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, down: bool) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                if down:
-                    self.down += len(data)
-                dst.sendall(data)
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def _ssh_looker(example_dir: Path, tmp_path: Path, sshd: Sshd, port: int, log: Path) -> Looker:
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.1]:{port} {sshd.host_pub}\n")
@@ -244,7 +213,7 @@ def test_over_ssh_only_the_appended_bytes_cross_the_connection(example_dir: Path
                                                                sshd: Sshd) -> None:
     log = tmp_path / "dnsmasq.log"
     log.write_text(FILLER * 40_000 + _ack(W0_MAC, W0_IP, "worker-0"))  # 3.2 MB
-    relay = _Relay(sshd.port)
+    relay = Relay(sshd.port)
     try:
         with _ssh_looker(example_dir, tmp_path, sshd, relay.port, log) as looker:
             assert _stage(looker, "worker-0")
