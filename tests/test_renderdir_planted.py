@@ -100,25 +100,29 @@ def _record_link(record: Path, tmp: Path) -> None:
     record.symlink_to(tmp / "elsewhere.json")
 
 
-NOT_RECORD = "not upi's installed-nodes record"
+# Each record upi keeps beside the render (upi.dirrecord), and how its refusal names it.
+WHAT = {"installed.json": "upi's installed-nodes record",
+        "own-ignition.json": "upi's record of the nodes that boot their own ignition"}
 RECORDS: dict[str, tuple[Callable[[Path, Path], None], int, str]] = {
     # json.loads of 100,000 '[' raises RecursionError, not ValueError.
     "nested past the recursion limit": (
         lambda rec, tmp: rec.write_text('{"nodes": ' + "[" * 100_000 + "]" * 100_000 + "}"), 1,
-        "is not upi's installed-nodes record"),
-    "a link out of DIR": (_record_link, 2, f"is a symbolic link, {NOT_RECORD}"),
-    "a FIFO": (lambda rec, tmp: os.mkfifo(rec), 2, f"is a FIFO (named pipe), {NOT_RECORD}"),
-    "a directory": (lambda rec, tmp: rec.mkdir(), 2, f"is a directory, {NOT_RECORD}"),
+        "is not {what}"),
+    "a link out of DIR": (_record_link, 2, "is a symbolic link, not {what}"),
+    "a FIFO": (lambda rec, tmp: os.mkfifo(rec), 2, "is a FIFO (named pipe), not {what}"),
+    "a directory": (lambda rec, tmp: rec.mkdir(), 2, "is a directory, not {what}"),
 }
 
 
+@pytest.mark.parametrize("name", WHAT)
 @pytest.mark.parametrize("case", RECORDS)
 @pytest.mark.parametrize("command", ["render", "images", "status"])
-def test_a_planted_installed_record_is_refused_by_every_reader(runner, site, tmp_path: Path, case: str,
-                                                               command: str) -> None:
+def test_a_planted_record_is_refused_by_every_reader(runner, site, tmp_path: Path, case: str,
+                                                     command: str, name: str) -> None:
     inv, out, src = site
-    record = out / "installed.json"
+    record = out / name
     plant, code, message = RECORDS[case]
+    message = message.format(what=WHAT[name])
     plant(record, tmp_path)
     before = sorted(p.name for p in out.iterdir())
     if command == "render":
@@ -129,8 +133,13 @@ def test_a_planted_installed_record_is_refused_by_every_reader(runner, site, tmp
         res = runner.invoke(app, ["status", str(inv), "-o", str(out), "--json"])
     assert "Traceback" not in res.output and not isinstance(res.exception, (OSError, RecursionError)), (
         res.exception)
-    assert res.exit_code == code, res.output
-    assert f"{record}" in res.output and message in res.output
+    if command == "status" and name == "own-ignition.json":
+        # status only takes the sizes of the nodes' own ignition files from it: a damaged record
+        # leaves them unknown (upi.status.look._own_names), and status goes on, reading nothing through it.
+        assert res.exit_code == 0, res.output
+    else:
+        assert res.exit_code == code, res.output
+        assert f"{record}" in res.output and message in res.output
     assert sorted(p.name for p in out.iterdir()) == before  # nothing written, nothing replaced
     if case == "a link out of DIR":
         assert (tmp_path / "elsewhere.json").read_text() == '{"nodes": {}}'

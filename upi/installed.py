@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from upi import dirrecord
 from upi.errors import RenderError, UsageError
 from upi.inventory.model import Inventory
-from upi.render import PUBLIC, RenderedFile
-from upi.safefs import Tree, UnsafePath, kind_of, shown
+from upi.render import RenderedFile
+from upi.safefs import Tree, shown
 
 RECORD = "installed.json"
-MAX_RECORD = 16 << 20
+WHAT = "upi's installed-nodes record"
 
 
 @dataclass(frozen=True)
@@ -47,30 +46,14 @@ def parse_record(raw: bytes, where: Path) -> dict[str, Installed]:
                 for name, v in nodes.items()}
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         # Guessing "none installed" would put the installer back on every node.
-        raise RenderError(f"{shown(where)} is not upi's installed-nodes record; fix or remove it "
+        raise RenderError(f"{shown(where)} is not {WHAT}; fix or remove it "
                           "(removing it puts every node back to installing)") from None
 
 
 def read_record(tree: Tree | None) -> dict[str, Installed]:
-    """DIR/installed.json read through `tree` ({} when absent), never through a link.
-
-    A link (it could lead out of DIR), a FIFO or a directory there is refused
-    (UnsafePath, exit 2): it is not a record upi wrote.
-    """
-    if tree is None:
+    """DIR/installed.json read through `tree` ({} when absent), never through a link (upi.dirrecord)."""
+    if tree is None or (raw := dirrecord.read(tree, RECORD, WHAT)) is None:
         return {}
-    st = tree.lstat(RECORD)
-    if st is None:
-        return {}
-    if not stat.S_ISREG(st.st_mode):
-        raise UnsafePath(f"{shown(tree.root / RECORD)} is {kind_of(st.st_mode)}, not upi's "
-                         "installed-nodes record: upi never follows or reads it; remove it")
-    try:
-        raw = tree.read(RECORD, MAX_RECORD)
-    except OSError as exc:
-        raise RenderError(f"cannot read {shown(tree.root / RECORD)}: {exc.strerror or exc}") from None
-    if raw is None:  # replaced between lstat and open
-        raise RenderError(f"{shown(tree.root / RECORD)} changed while upi read it; run this again")
     return parse_record(raw, tree.root / RECORD)
 
 
@@ -79,21 +62,14 @@ def load_record(out: Path) -> dict[str, Installed]:
 
     A writer reads it under the lock instead (upi.renderdir.transaction).
     """
-    try:
-        tree = Tree.open(out)
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise RenderError(f"cannot read {shown(out / RECORD)}: {exc.strerror or exc}") from None
-    with tree:
-        return read_record(tree)
+    raw = dirrecord.load(out, RECORD, WHAT)
+    return {} if raw is None else parse_record(raw, out / RECORD)
 
 
 def record_file(record: dict[str, Installed]) -> RenderedFile:
     """installed.json as a file of the render dir's commit (written with the files it describes)."""
-    doc: dict[str, Any] = {"nodes": {name: {"mac": i.mac, "since": i.since, "how": i.how}
-                                     for name, i in sorted(record.items())}}
-    return RenderedFile(RECORD, (json.dumps(doc, indent=2) + "\n").encode(), PUBLIC)
+    return dirrecord.record_file(RECORD, {"nodes": {name: {"mac": i.mac, "since": i.since, "how": i.how}
+                                                    for name, i in sorted(record.items())}})
 
 
 def save_record(out: Path, record: dict[str, Installed]) -> None:

@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from upi import dirrecord
 from upi.errors import RenderError
 from upi.inventory.model import Inventory, Role
-from upi.render import PUBLIC, RenderedFile
-from upi.safefs import Tree, UnsafePath, kind_of, shown
+from upi.render import RenderedFile
+from upi.safefs import Tree, shown
 
 RECORD = "own-ignition.json"
-MAX_RECORD = 16 << 20
+WHAT = "upi's record of the nodes that boot their own ignition"
 
 
 def parse_record(raw: bytes, where: Path) -> dict[str, str]:
@@ -35,43 +35,27 @@ def parse_record(raw: bytes, where: Path) -> dict[str, str]:
         doc: Any = json.loads(raw)
         return {str(name): str(v["since"]) for name, v in doc["nodes"].items()}
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        raise RenderError(f"{shown(where)} is not upi's record of the nodes that boot their own "
-                          "ignition (upi nodes add); fix or remove it (then run `upi nodes add` for "
-                          "those nodes again)") from None
+        raise RenderError(f"{shown(where)} is not {WHAT} (upi nodes add); fix or remove it "
+                          "(then run `upi nodes add` for those nodes again)") from None
 
 
 def read_record(tree: Tree | None) -> dict[str, str]:
-    """DIR/own-ignition.json read through `tree` ({} when absent), never through a link."""
-    if tree is None:
+    """DIR/own-ignition.json read through `tree` ({} when absent), never through a link (upi.dirrecord)."""
+    if tree is None or (raw := dirrecord.read(tree, RECORD, WHAT)) is None:
         return {}
-    st = tree.lstat(RECORD)
-    if st is None:
-        return {}
-    if not stat.S_ISREG(st.st_mode):
-        raise UnsafePath(f"{shown(tree.root / RECORD)} is {kind_of(st.st_mode)}, not upi's record: "
-                         "upi never follows or reads it; remove it")
-    raw = tree.read(RECORD, MAX_RECORD)
-    if raw is None:  # replaced between lstat and open
-        raise RenderError(f"{shown(tree.root / RECORD)} changed while upi read it; run this again")
     return parse_record(raw, tree.root / RECORD)
 
 
 def load_record(out: Path) -> dict[str, str]:
     """The record for a reader without DIR's lock ({} when DIR does not exist)."""
-    try:
-        tree = Tree.open(out)
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise RenderError(f"cannot read {shown(out / RECORD)}: {exc.strerror or exc}") from None
-    with tree:
-        return read_record(tree)
+    raw = dirrecord.load(out, RECORD, WHAT)
+    return {} if raw is None else parse_record(raw, out / RECORD)
 
 
 def record_file(record: dict[str, str]) -> RenderedFile:
     """own-ignition.json as a file of the render dir's commit."""
-    doc = {"nodes": {name: {"since": since} for name, since in sorted(record.items())}}
-    return RenderedFile(RECORD, (json.dumps(doc, indent=2) + "\n").encode(), PUBLIC)
+    return dirrecord.record_file(RECORD, {"nodes": {name: {"since": since}
+                                                    for name, since in sorted(record.items())}})
 
 
 def with_nodes(record: dict[str, str], names: Iterable[str]) -> dict[str, str]:
