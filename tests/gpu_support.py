@@ -65,3 +65,19 @@ def gpu_once(runner: Any, tmp_path: Path, nodes: list[SimNode] | None, inv: Path
         return fake, runner.invoke(app, gpu_args(inv, fake, *extra, timeout=timeout))
     finally:
         fake.stop()
+
+
+class Notes:
+    """A reporter that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def stage(self, name: str, message: str) -> None:
+        self.lines.append(f"{name} {message}")
+
+    def note(self, message: str) -> None:
+        self.lines.append(message)
+
+    def warn(self, message: str) -> None:
+        self.lines.append(message)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fake_gpu import SimNode
-from gpu_support import gpu_args, gpu_inventory, sim_nodes, start_cluster
+from gpu_support import Notes, gpu_args, gpu_inventory, sim_nodes, start_cluster
 from typer.testing import CliRunner
 
 from upi.cli import app
@@ -25,22 +25,6 @@ TOKEN = "/serviceaccounts/upi-gpu-metrics/token"
 def _scoped(url: str) -> bool:
     """A write `nodes add`'s GPU step may make: pods, the new Nodes, a TokenRequest (nothing persisted)."""
     return "/pods" in url or "/nodes/" in url or url.endswith(TOKEN)
-
-
-class Notes:
-    """A reporter that keeps what it was told."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def stage(self, name: str, message: str) -> None:
-        self.lines.append(f"{name} {message}")
-
-    def note(self, message: str) -> None:
-        self.lines.append(message)
-
-    def warn(self, message: str) -> None:
-        self.lines.append(message)
 
 
 def test_only_the_named_gpu_node_is_verified_and_no_operator_is_touched(

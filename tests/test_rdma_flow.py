@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fake_gpu import FakeGpuCluster
 from fake_network import CONTAINER, DRIVER_FAILED, MELLANOX
-from gpu_support import clean_cluster, gpu_args
+from gpu_support import Notes, clean_cluster, gpu_args
 from rdma_support import rdma_inventory
 
 from upi.cli import app
@@ -158,26 +158,15 @@ def _verify(cluster: FakeGpuCluster, inv_path: Path, names: list[str]) -> list[s
     from upi.gpu.steps import Clock
     from upi.inventory import load_inventory
 
-    said: list[str] = []
-
-    class Notes:
-        def stage(self, name: str, message: str) -> None:
-            said.append(f"{name} {message}")
-
-        def note(self, message: str) -> None:
-            said.append(message)
-
-        def warn(self, message: str) -> None:
-            said.append(message)
-
+    notes = Notes()
     conn = connect(cluster.kubeconfig)
     try:
         results = verify_gpu_nodes(Kube(conn), load_inventory(inv_path, check_files=False), names,
-                                   Clock(60, poll=0.05, settle=0.5), Notes())
+                                   Clock(60, poll=0.05, settle=0.5), notes)
     finally:
         conn.close()
-    assert [(r.node, r.ok) for r in results] == [(n, True) for n in names], said
-    return said
+    assert [(r.node, r.ok) for r in results] == [(n, True) for n in names], notes.lines
+    return notes.lines
 
 
 def test_nodes_add_names_the_new_dgx_in_the_nic_cluster_policy(runner, tmp_path: Path,

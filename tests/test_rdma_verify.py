@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from fake_gpu import FakeGpuCluster
-from gpu_support import clean_cluster, gpu_args
+from gpu_support import Notes, clean_cluster, gpu_args
 from rdma_support import dgx_inventory, dgx_nodes, roce_ports
 from typer.testing import CliRunner
 
@@ -33,22 +33,6 @@ RESOURCE = "rdma/rdma_shared_device_a"
 IMAGE = "quay.io/example/perftest-cuda:24.10"
 POOL_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 NS = "upi-rdma-test"
-
-
-class Notes:
-    """A reporter that keeps what it was told."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def stage(self, name: str, message: str) -> None:
-        self.lines.append(f"{name} {message}")
-
-    def note(self, message: str) -> None:
-        self.lines.append(message)
-
-    def warn(self, message: str) -> None:
-        self.lines.append(message)
 
 
 @dataclass
