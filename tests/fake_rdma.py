@@ -33,6 +33,13 @@ pod's `nvidia-peermem-ctr` is tests/fake_gpu.py's (the GPU Operator).
   `k8s.v1.cni.cncf.io/network-status` annotation (the default network first,
   `default: true`, then `net1` on the secondary one with an address from the
   network's whereabouts range); an unknown network leaves the pod ContainerCreating.
+  So does a network in another namespace that is not one of OpenShift's Multus
+  global namespaces: the cluster-network-operator renders Multus with
+  `namespaceIsolation: true` and `globalNamespaces:
+  default,openshift-multus,openshift-sriov-network-operator`, and multus-cni's
+  GetNetworkDelegates (pkg/k8sclient/k8sclient.go) refuses the sandbox: "namespace
+  isolation enabled, annotation violates permission, pod is in namespace A but
+  refers to target namespace B" (`isolated` records each such pod).
 - `ib_write_bw` (linux-rdma/perftest; its output in tests/fake_perftest.py):
   the server waits for a client; the client, given the server's address,
   prints perftest's report table with the figure the test chose for the pair
@@ -64,6 +71,8 @@ MELLANOX = "mellanox.com/v1alpha1"
 SCC_ROLE = "system:openshift:scc:privileged"
 # The restricted-v2 SCC's UID range in a fresh namespace (openshift.io/sa.scc.uid-range annotation).
 UID_RANGE = "[1000680000, 1000689999]"
+# Where any pod may find a NetworkAttachmentDefinition (OpenShift's Multus config, above).
+MULTUS_GLOBAL = ("default", "openshift-multus", "openshift-sriov-network-operator")
 
 
 class FakeRdma:
@@ -82,6 +91,7 @@ class FakeRdma:
         self.refused: list[str] = []  # pods SCC admission refused (their generateName or name)
         self.most_servers_at_once = 0  # test servers that existed together (pairs of a round run at once)
         self.pods_seen: dict[str, Obj] = {}  # every test pod as created, by name
+        self.isolated: list[str] = []  # pods Multus refused a network of another namespace (their name)
         self._bound: dict[str, str] = {}  # test pod -> node it runs on
         self._ips: dict[str, str] = {}  # test pod -> its secondary address
         self._age: dict[str, int] = {}
@@ -247,6 +257,11 @@ class FakeRdma:
                               "ips": [f"10.128.{len(self._bound)}.{len(self._ips) + 10}"]}]
         known = self.networks()
         for i, net in enumerate(n.strip() for n in wanted.split(",") if n.strip()):
+            target = net.partition("/")[0] if "/" in net else meta["namespace"]
+            if target != meta["namespace"] and target not in MULTUS_GLOBAL:  # namespaceIsolation
+                self.isolated.append(meta["name"])
+                self._waiting(pod, "ContainerCreating", "")
+                return
             cidr = known.get(net)
             if cidr is None:  # Multus cannot find the NetworkAttachmentDefinition: no sandbox
                 self._waiting(pod, "ContainerCreating", "")

@@ -314,7 +314,8 @@ def test_the_live_panel_shows_the_network_operator_stage_skipped_without_rdma() 
 def test_a_fabric_namespace_of_its_own_is_created_before_its_network(runner, tmp_path: Path,
                                                                      cluster: FakeGpuCluster) -> None:
     # The Network Operator writes the NetworkAttachmentDefinition into networkNamespace: it must exist.
-    inv = rdma_inventory(tmp_path, "network_operator:\n  secondary_network: {namespace: fabric}\n")
+    inv = rdma_inventory(tmp_path, "network_operator:\n  secondary_network: {namespace: fabric}\n"
+                                   "  bandwidth: {namespace: fabric}\n")
     result = runner.invoke(app, gpu_args(inv, cluster, "--json", timeout="1"))
     assert result.exit_code == 0, result.output + cluster.dump()
     assert cluster.api.get("v1", "Namespace", "fabric") is not None

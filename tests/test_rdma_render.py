@@ -75,6 +75,7 @@ def test_infiniband_objects_pass_the_real_crd_schemas(runner, tmp_path: Path) ->
 def test_roce_by_pci_address_gets_a_macvlan_network_and_named_ports(runner, tmp_path: Path) -> None:
     w0 = 'rdma: {interfaces: ["0000:18:00.1", ens2f0np0], link_type: ethernet, node_interface: eno1}'
     extra = ("network_operator:\n  channel: v26.4\n  resource_name: roce\n"
+             "  bandwidth: {namespace: training}\n"  # Multus: the test pods in the networks' namespace
              "  secondary_network:\n    namespace: training\n"
              "    ethernet: {name: roce-net, cidr: 10.9.0.0/16, exclude: [10.9.0.0/24], mtu: 9000}\n"
              "  nic_cluster_policy:\n    ofedDriver.version: doca3.4.1-26.04-1.1.0.0-1\n"
@@ -169,12 +170,12 @@ def test_the_verification_plan_comes_from_the_inventory(tmp_path: Path) -> None:
 
     roce = "rdma: {interfaces: [ens1f0np0], link_type: ethernet, node_interface: eno1}"
     extra = ("network_operator:\n  resource_name: fabric\n  bandwidth: {image: example.com/perftest:1, "
-             "min_gbps: 180, namespace: rdma-bw}\n  secondary_network: {namespace: training}\n"
+             "min_gbps: 180, namespace: rdma-bw}\n  secondary_network: {namespace: rdma-bw}\n"
              "gpu_pool:\n  taint: {key: example.com/dgx, effect: NoSchedule}\n")
     plan = verify_plan(load_inventory(rdma_inventory(tmp_path, extra, w1=roce), check_files=False))
     assert [(t.node, t.fabric, t.resource, t.network) for t in plan.targets] == [
-        ("worker-0", "infiniband", "rdma/fabric", "training/rdma-ipoib"),
-        ("worker-1", "ethernet", "rdma/fabric", "training/rdma-macvlan")]
+        ("worker-0", "infiniband", "rdma/fabric", "rdma-bw/rdma-ipoib"),
+        ("worker-1", "ethernet", "rdma/fabric", "rdma-bw/rdma-macvlan")]
     assert (plan.namespace, plan.image, plan.min_gbps) == ("rdma-bw", "example.com/perftest:1", 180.0)
     assert plan.service_account == "upi-rdma-bandwidth"
     assert (plan.gpu_namespace, plan.network_namespace) == ("nvidia-gpu-operator", "nvidia-network-operator")
@@ -219,8 +220,34 @@ def test_validate_refuses_a_bandwidth_namespace_where_no_scc_can_be_granted(runn
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(("networks", "tests", "refused"), [
+    ("fabric", None, True),  # the test pods in upi-rdma-test
+    ("fabric", "rdma-bw", True),
+    ("fabric", "fabric", False),  # the pods in the networks' own namespace
+    ("default", "rdma-bw", False),  # Multus global namespaces
+    ("openshift-multus", None, False),
+    ("openshift-sriov-network-operator", "rdma-bw", False),
+])
+def test_validate_refuses_fabric_networks_the_test_pods_cannot_attach(
+        runner, tmp_path: Path, networks: str, tests: str | None, refused: bool) -> None:
+    extra = f"network_operator:\n  secondary_network: {{namespace: {networks}}}\n"
+    if tests is not None:
+        extra += f"  bandwidth: {{namespace: {tests}}}\n"
+    result = runner.invoke(app, ["validate", str(rdma_inventory(tmp_path, extra))])
+    assert "Traceback" not in result.output
+    if not refused:
+        assert result.exit_code == 0, result.output
+        return
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "network_operator.secondary_network.namespace" in text
+    assert f"the bandwidth test pods in '{tests or 'upi-rdma-test'}'" in text
+    assert f"network_operator.bandwidth.namespace: {networks}" in text
+
+
 def test_a_fabric_namespace_of_its_own_is_rendered_before_its_network(runner, tmp_path: Path) -> None:
-    inv = rdma_inventory(tmp_path, "network_operator:\n  secondary_network: {namespace: fabric}\n")
+    inv = rdma_inventory(tmp_path, "network_operator:\n  secondary_network: {namespace: fabric}\n"
+                                   "  bandwidth: {namespace: fabric}\n")
     objs = _rendered(runner, tmp_path, inv)
     names = [n for n in objs if n.startswith("34-")]
     assert names == ["34-fabric-namespace-fabric.yaml", "34-ipoibnetwork-rdma-ipoib.yaml"]

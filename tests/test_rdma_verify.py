@@ -337,3 +337,14 @@ def test_rounds_past_the_runs_deadline_are_not_started_and_say_so(tmp_path: Path
         assert all(p.problem == "the run's deadline passed before this pair's round began" for p in late)
         labels = [p["metadata"]["labels"]["upi.openshift.io/rdma-pair"] for p in rig.rdma.pods_seen.values()]
         assert labels and not [v for v in labels if v.startswith("2-")]  # no pod of round 2 was created
+
+
+def test_a_network_in_a_namespace_multus_isolates_never_reaches_the_test_pods(tmp_path: Path) -> None:
+    """OpenShift's Multus: a network of another, non-global namespace gives the pod no sandbox."""
+    for rig in _rig(tmp_path, ["infiniband"] * 2):
+        report, _ = rig.run(timeout=0.5, network="fabric/rdma-ipoib")
+        assert report.pairs[0].verdict == "timed out"
+        assert rig.rdma.isolated and rig.rdma.measured == []
+        rig.rdma.isolated.clear()
+        report, _ = rig.run()  # the same network in default, a global namespace: measured
+        assert report.ok and rig.rdma.isolated == []

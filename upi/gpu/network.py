@@ -165,15 +165,17 @@ def secondary_networks(inv: Inventory) -> list[Obj]:
 
 
 def fabric_namespace(inv: Inventory) -> list[Obj]:
-    """The fabric networks' namespace, when nothing else upi applies creates it ([] for `default`).
+    """The fabric networks' namespace, unless it exists before them ([] for `default`).
 
     The Network Operator writes each network's NetworkAttachmentDefinition into
     `networkNamespace`; a namespace that does not exist leaves the network
-    without one, and the bandwidth pods that name it never start.
+    without one, and the bandwidth pods that name it never start. When it is
+    also the bandwidth test's namespace, this is the same object as the test's
+    (upi.gpu.rdma.test_account_objects), applied earlier: before the networks.
     """
     op = operator_settings(inv)
     ns = op.secondary_network.namespace
-    if ns in ("default", op.namespace, op.bandwidth.namespace):
+    if ns in ("default", op.namespace):
         return []
     return [{"apiVersion": "v1", "kind": "Namespace",
              "metadata": {"name": ns, "labels": {"app.kubernetes.io/managed-by": "upi"}}}]

@@ -255,6 +255,7 @@ def rdma_rules(inv: Inventory) -> Iterator[Finding]:
                     f"{iface} is also {node.name}'s {own[iface]}, the port of its own traffic or its "
                     f"network boot: {ISSUE_2176}; list only the fabric ports")
     yield from _all_or_no_dgx(inv)
+    yield from _multus_reach(inv)
     links = {n.rdma.link_type for n in rdma_nodes(inv) if n.rdma is not None}
     for link in LINK_TYPES:
         if link in links and fabric_master(inv, link) is None:
@@ -338,6 +339,24 @@ def _fabric_network(inv: Inventory, link: LinkType) -> Iterator[Finding]:
                         f"{net.master} is {node.name}'s {own[net.master]}, the port of its own traffic: "
                         "the fabric network's parent must be a fabric port")
                     break
+
+
+# Where OpenShift's Multus lets a pod of any namespace find a NetworkAttachmentDefinition: the
+# cluster-network-operator sets namespaceIsolation with these globalNamespaces (multus-cni's
+# GetNetworkDelegates refuses any other namespace than the pod's own).
+MULTUS_GLOBAL = ("default", "openshift-multus", "openshift-sriov-network-operator")
+
+
+def _multus_reach(inv: Inventory) -> Iterator[Finding]:
+    """The bandwidth test pods must be allowed to attach the fabric networks they measure."""
+    op = operator_settings(inv)
+    ns, test_ns = op.secondary_network.namespace, op.bandwidth.namespace
+    if rdma_nodes(inv) and ns not in MULTUS_GLOBAL and ns != test_ns:
+        yield ("network_operator", "secondary_network", "namespace"), (
+            f"the fabric networks in {ns!r} cannot be attached by the bandwidth test pods in {test_ns!r}: "
+            f"OpenShift's Multus isolates namespaces, so a pod attaches a NetworkAttachmentDefinition of "
+            f"its own namespace or of {', '.join(MULTUS_GLOBAL)}; keep the networks in default (any "
+            f"workload namespace can use them), or set network_operator.bandwidth.namespace: {ns}")
 
 
 def _all_or_no_dgx(inv: Inventory) -> Iterator[Finding]:
