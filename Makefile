@@ -157,8 +157,10 @@ lint: venv
 # (its module fixtures are set up once): two nearly halve the suite on two cores, since it
 # mostly waits (docs/testing.md). TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
+# More pytest options, e.g. PYTEST_ARGS=--group-times (the seconds of each group of files).
+PYTEST_ARGS ?=
 unit: venv
-	$(BIN)/pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+	$(BIN)/pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 test: system-deps venv lint unit
 

@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 # reads it would pass here and fail from a clone (tests/repo_guard.py, tests/data/).
 repo_guard.install()
 
+pytest_plugins = ["group_times"]  # `pytest --group-times` (docs/testing.md)
+
 
 def _serve_forever(self: socketserver.BaseServer, poll_interval: float = 0.02) -> None:
     _stdlib_serve_forever(self, poll_interval)
