@@ -9,6 +9,7 @@ upstream files in tests/data/ (origin and licence recorded in each):
                            (alm-examples), its related images, the package's
                            default channel, the NicClusterPolicy spec's fields
   performance-profile.json the PerformanceProfile spec's fields
+  cluster-policy.json      the ClusterPolicy spec's fields
 
 A spec's fields are its CRD's storage version's openAPIV3Schema, names only
 (the tree crdfields.py describes). tests/test_carried_facts.py fails when a
@@ -92,10 +93,29 @@ def performance_profile() -> dict[str, Any]:
     }
 
 
+def cluster_policy() -> dict[str, Any]:
+    """The GPU Operator's ClusterPolicy: the CRD, and the CSV that owns it (the one upi's default is from)."""
+    crd = _load("gpu", "crd-nvidia.com_clusterpolicies.json")
+    csv = _load("gpu", "csv-gpu-operator-certified.json")
+    api_version, fields = _spec(crd)
+    owned = next(c for c in csv["ownedCRDs"] if c["kind"] == "ClusterPolicy")
+    assert api_version == f"{crd['group']}/{owned['version']}", "the CSV owns another ClusterPolicy version"
+    origin = crd["origin"]
+    version = f"{origin['version']}; {csv['origin']['version']}"
+    return {
+        "origin": {"project": origin["project"], "version": version,
+                   "licence": origin["licence"], "files": [origin["file"], csv["origin"]["file"]]},
+        "csv": csv["name"],
+        "apiVersion": api_version,
+        "specFields": fields,
+    }
+
+
 # Every carried facts file and its builder.
 CARRIED: dict[str, Callable[[], dict[str, Any]]] = {
     "network-operator.json": network_operator,
     "performance-profile.json": performance_profile,
+    "cluster-policy.json": cluster_policy,
 }
 
 

@@ -1,6 +1,6 @@
 """An operator object's overrides in the inventory are checked against its CRD at validate.
 
-`network_operator.nic_cluster_policy` and
+`gpu.cluster_policy`, `network_operator.nic_cluster_policy` and
 `gpu_pool.tuning.performance_profile` go through one check
 (upi/inventory/crdfields.py) against the field names upi carries
 (tests/carried_facts.py): a field the CRD lacks, or a value of another shape
@@ -17,6 +17,7 @@ from rdma_support import rdma_inventory
 
 from upi.cli import app
 
+POLICY = "the ClusterPolicy CRD (nvidia.com/v1, gpu-operator-certified.v26.7.0)"
 NIC = "the NicClusterPolicy CRD (mellanox.com/v1alpha1, nvidia-network-operator.v26.4.1)"
 
 
@@ -30,6 +31,67 @@ def _refused(runner, inv: Path, args: list[str], where: str) -> str:
     line = next(n for n, text in enumerate(inv.read_text().splitlines(), 1) if text.strip().startswith(key))
     assert lines[0].startswith(f"upi: error: {inv}:{line}: {where}: "), result.output
     return " ".join(lines[0].split())
+
+
+@pytest.mark.parametrize(("policy", "fragment"), [
+    ("{bogus: 1}", f"bogus: {POLICY} has no field 'bogus' in spec"),
+    ("{driver.rdma.enabled: true, driver.rdma.bogus: 1}",
+     f"driver.rdma.bogus: {POLICY} has no field 'bogus' in spec.driver.rdma"),
+    ("{driver: {rdma: {enabled: true, bogus: 1}}}",
+     f"driver.rdma.bogus: {POLICY} has no field 'bogus' in spec.driver.rdma"),
+    ("{driver: 5}", f"driver: {POLICY} has an object at spec.driver (fields args, certConfig, enabled, env, "
+     "hostNetwork, ...), not a value"),
+    ("{mig: mixed}", f"mig: {POLICY} has an object at spec.mig (fields strategy), not a value"),
+    ("{driver.rdma: ~}", f"driver.rdma: {POLICY} has an object at spec.driver.rdma (fields enabled, "
+     "useHostMofed), not null"),
+    ("{driver: [enabled]}", f"driver: {POLICY} has an object at spec.driver"),
+    ("{toolkit.env: [{name: A, value: b}, {name: B, vaule: c}]}",
+     f"toolkit.env[1].vaule: {POLICY} has no field 'vaule' in spec.toolkit.env[1]"),
+    ("{toolkit.env: {name: A, value: b}}",
+     f"toolkit.env: {POLICY} has a list at spec.toolkit.env (of objects with fields name, value), "
+     "not an object"),
+    ("{toolkit.env: [A=b]}",
+     f"toolkit.env[0]: {POLICY} has an object at spec.toolkit.env[0] (fields name, value), not a value"),
+    ("{driver.args: --x}", f"driver.args: {POLICY} has a list at spec.driver.args (of values), not a value"),
+    ("{driver.version: [580]}", f"driver.version: {POLICY} has a value at spec.driver.version, not a list"),
+])
+def test_a_cluster_policy_override_the_crd_has_no_place_for_is_refused(
+        runner, tmp_path: Path, policy: str, fragment: str) -> None:
+    inv = rdma_inventory(tmp_path, f"gpu:\n  cluster_policy: {policy}\n", w0="", w1="")
+    assert fragment in _refused(runner, inv, ["validate"], "gpu.cluster_policy")
+
+
+def test_a_cluster_policy_written_in_blocks_is_refused_at_its_own_line(runner, tmp_path: Path) -> None:
+    extra = ("gpu:\n  operator_namespace: nvidia-gpu-operator\n  cluster_policy:\n"
+             "    mig.strategy: mixed\n    dcgmExporter:\n"
+             "      serviceMonitor: {enabled: true, intervall: 15s}\n")
+    inv = rdma_inventory(tmp_path, extra, w0="", w1="")
+    line = _refused(runner, inv, ["validate"], "gpu.cluster_policy")
+    assert (f"dcgmExporter.serviceMonitor.intervall: {POLICY} has no field 'intervall' in "
+            "spec.dcgmExporter.serviceMonitor") in line
+
+
+def test_render_refuses_a_cluster_policy_the_crd_lacks_and_writes_nothing(runner, tmp_path: Path) -> None:
+    inv = rdma_inventory(tmp_path, "gpu:\n  cluster_policy: {devicePlugin.confg: {name: x}}\n", w0="", w1="")
+    out = tmp_path / "out"
+    line = _refused(runner, inv, ["render", str(inv), "-o", str(out)], "gpu.cluster_policy")
+    assert f"devicePlugin.confg: {POLICY} has no field 'confg' in spec.devicePlugin" in line
+    assert not out.exists()
+
+
+def test_cluster_policy_overrides_the_crd_has_pass(runner, tmp_path: Path) -> None:
+    # Deep dotted keys, a list of objects, a list of values, maps (labels, resource limits) whose
+    # keys the CRD leaves open, and an int-or-string value: the shapes the CRD has, all accepted.
+    extra = ("gpu:\n  cluster_policy:\n"
+             "    driver.rdma.enabled: true\n    driver.rdma.useHostMofed: true\n"
+             "    driver.upgradePolicy.maxUnavailable: 25%\n    driver.args: [--a, --b]\n"
+             "    toolkit.env: [{name: CONTAINERD_RUNTIME_CLASS, value: nvidia}]\n"
+             "    daemonsets: {labels: {example.com/team: ml, any-key: x},\n"
+             "                 tolerations: [{key: a, operator: Exists}]}\n"
+             "    devicePlugin.resources.limits: {cpu: 500m, memory: 1Gi}\n"
+             "    mig: {strategy: mixed}\n")
+    result = runner.invoke(app, ["validate", str(rdma_inventory(tmp_path, extra, w0="", w1=""))])
+    assert result.exit_code == 0, result.output
 
 
 @pytest.mark.parametrize(("policy", "fragment"), [

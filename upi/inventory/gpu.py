@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from upi.inventory.crdfields import carried, misfit_message
+
 if TYPE_CHECKING:
     from upi.inventory.model import Inventory
 
@@ -168,8 +170,22 @@ def settings(inv: Inventory) -> GpuSettings:
     return gpu.model_copy(update={"catalog_sources": mirrored_catalog_sources(inv, gpu.catalog_sources)})
 
 
+def policy_facts() -> dict[str, Any]:
+    """The ClusterPolicy spec's field names (cluster-policy.json, rebuilt by tests/carried_facts.py).
+
+    From NVIDIA/gpu-operator's CRD and the CSV that owns it (Apache-2.0):
+    validate checks `gpu.cluster_policy` against them (crdfields.py).
+    """
+    return carried("cluster-policy.json")
+
+
 def gpu_rules(inv: Inventory) -> Iterator[Finding]:
-    """`gpus` and `mig_config` mean something only on a `gpu: true` node."""
+    """`gpus` and `mig_config` mean something only on a `gpu: true` node; the ClusterPolicy overrides fit."""
+    if inv.gpu is not None:
+        # The CRD is structural: the API server would drop the field, or refuse the object, at upi gpu.
+        bad = misfit_message("ClusterPolicy", policy_facts(), inv.gpu.cluster_policy)
+        if bad is not None:
+            yield ("gpu", "cluster_policy"), bad
     for i, node in enumerate(inv.nodes):
         if node.gpu and node.role.value != "worker":
             # The GPU pool is a custom MachineConfigPool, and the MCO keeps masters in the master
