@@ -33,7 +33,7 @@ TARGET_DIR = HERE.parent / "upi" / "inventory"
 
 
 def field_tree(schema: dict[str, Any]) -> Any:
-    """A schema's field names, nested: an object's fields, [items] for a list, OPEN, {} for a value."""
+    """A schema's field names, nested, as upi/inventory/crdfields.py reads them."""
     if schema.get("x-kubernetes-preserve-unknown-fields"):
         return OPEN  # the API server keeps any field below, known or not
     if schema.get("type") == "array":
@@ -42,8 +42,11 @@ def field_tree(schema: dict[str, Any]) -> Any:
     props = schema.get("properties")
     if props:
         return {k: field_tree(v) for k, v in sorted(props.items())}
-    if "additionalProperties" in schema or schema.get("type") == "object":
-        return OPEN  # a map: any key
+    values = schema.get("additionalProperties")
+    if isinstance(values, dict):
+        return {OPEN: field_tree(values)}  # a map: any key, each value of this shape
+    if values is not None or schema.get("type") == "object":
+        return OPEN
     return {}
 
 

@@ -10,12 +10,16 @@ line, the field and the CRD, before anything is written or applied.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from kube_schema import csv, schema_errors
 from rdma_support import rdma_inventory
 
 from upi.cli import app
+from upi.gpu.objects import cluster_policy
+from upi.inventory import load_inventory
 
 POLICY = "the ClusterPolicy CRD (nvidia.com/v1, gpu-operator-certified.v26.7.0)"
 NIC = "the NicClusterPolicy CRD (mellanox.com/v1alpha1, nvidia-network-operator.v26.4.1)"
@@ -54,6 +58,10 @@ def _refused(runner, inv: Path, args: list[str], where: str) -> str:
      f"toolkit.env[0]: {POLICY} has an object at spec.toolkit.env[0] (fields name, value), not a value"),
     ("{driver.args: --x}", f"driver.args: {POLICY} has a list at spec.driver.args (of values), not a value"),
     ("{driver.version: [580]}", f"driver.version: {POLICY} has a value at spec.driver.version, not a list"),
+    ("{daemonsets.labels: team}",
+     f"daemonsets.labels: {POLICY} has a map at spec.daemonsets.labels (any keys), not a value"),
+    ("{daemonsets.labels: {example.com/team: {name: ml}}}", f"daemonsets.labels.example.com/team: {POLICY} "
+     "has a value at spec.daemonsets.labels.example.com/team, not an object"),
 ])
 def test_a_cluster_policy_override_the_crd_has_no_place_for_is_refused(
         runner, tmp_path: Path, policy: str, fragment: str) -> None:
@@ -92,6 +100,21 @@ def test_cluster_policy_overrides_the_crd_has_pass(runner, tmp_path: Path) -> No
              "    mig: {strategy: mixed}\n")
     result = runner.invoke(app, ["validate", str(rdma_inventory(tmp_path, extra, w0="", w1=""))])
     assert result.exit_code == 0, result.output
+
+
+def test_a_dotted_key_keeps_its_dots_from_a_map_on(tmp_path: Path) -> None:
+    # Label keys and resource names hold dots: below a map (labels, resources.limits) the rest of a
+    # dotted key is one key, and the ClusterPolicy upi applies passes the real CRD's schema.
+    extra = ("gpu:\n  cluster_policy:\n    daemonsets.labels.example.com/team: ml\n"
+             "    daemonsets.annotations: {example.com/owner: gpu-team}\n"
+             "    devicePlugin.resources.limits.nvidia.com/gpu: 1\n")
+    inv = load_inventory(rdma_inventory(tmp_path, extra, w0="", w1=""))
+    examples = json.loads(csv("gpu-operator-certified")["metadata"]["annotations"]["alm-examples"])
+    policy = cluster_policy(inv, next(e for e in examples if e["kind"] == "ClusterPolicy"))
+    assert policy["spec"]["daemonsets"]["labels"] == {"example.com/team": "ml"}
+    assert policy["spec"]["daemonsets"]["annotations"] == {"example.com/owner": "gpu-team"}
+    assert policy["spec"]["devicePlugin"]["resources"] == {"limits": {"nvidia.com/gpu": 1}}
+    assert schema_errors(policy) == []
 
 
 @pytest.mark.parametrize(("policy", "fragment"), [

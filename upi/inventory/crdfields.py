@@ -7,15 +7,17 @@ structural: the API server prunes a field the schema lacks, and refuses the
 object when a value has the wrong shape (Kubernetes docs, "Specifying a
 structural schema" and "Field pruning" in custom-resource-definitions). So
 validate refuses both first, naming the field, instead of `upi gpu` failing or
-an override silently doing nothing.
+an override silently doing nothing. Dotted keys (`driver.rdma.enabled: true`)
+are expanded first, along the same tree (`expand`).
 
 upi carries each spec's field tree in a facts JSON beside this module (rebuilt
 from tests/data/ by tests/carried_facts.py), the storage version's
 openAPIV3Schema, names only:
   {name: tree, ...}  an object and its fields
+  {"*": tree}        a map (additionalProperties): any key, each value a `tree`
   {}                 a value (string, number, boolean, int-or-string)
   [tree]             a list whose items are `tree`
-  "*"                anything (a map, or x-kubernetes-preserve-unknown-fields)
+  "*"                anything (x-kubernetes-preserve-unknown-fields)
 """
 
 from __future__ import annotations
@@ -45,6 +47,72 @@ class Misfit(NamedTuple):
     given: Any  # the value the inventory gives
 
 
+def expand(value: dict[str, Any], tree: Any, kind: str) -> dict[str, Any]:
+    """Dotted keys (`driver.rdma.enabled: true`) expanded into nested mappings, along the CRD's tree.
+
+    A dotted key is split at each dot down to a map (labels, resources.limits):
+    there the rest is one key, as label keys and resource names hold dots
+    (`daemonsets.labels.example.com/team`, `nvidia.com/gpu`).
+    """
+    out: dict[str, Any] = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
+            raise ValueError(f"{key!r} is not a {kind} spec field (write driver.rdma.enabled)")
+        parts, below = _split(key, tree)
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ValueError(f"{key!r} sets inside {'.'.join(parts[: i + 1])}, which is not a mapping")
+            node = child
+        leaf = expand(val, below, kind) if isinstance(val, dict) else val
+        if isinstance(node.get(parts[-1]), dict) and isinstance(leaf, dict):
+            twice = _shared_leaf(node[parts[-1]], leaf)
+            if twice is not None:  # in either order: dotted then nested, or nested then dotted
+                raise ValueError(f"'{key}.{twice}' is given twice (once dotted, once nested)")
+            node[parts[-1]] = merge(node[parts[-1]], leaf)
+        elif parts[-1] in node:
+            raise ValueError(f"{key!r} is given twice (once dotted, once nested)")
+        else:
+            node[parts[-1]] = leaf
+    return out
+
+
+def _split(key: str, tree: Any) -> tuple[list[str], Any]:
+    """A dotted key's parts (the rest whole from a map on) and the tree below the last one."""
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if isinstance(tree, dict) and OPEN in tree:
+            return [*parts[:i], ".".join(parts[i:])], tree[OPEN]
+        tree = tree.get(part) if isinstance(tree, dict) else None
+    return parts, tree
+
+
+def _shared_leaf(one: dict[str, Any], other: dict[str, Any]) -> str | None:
+    """The first dotted key both mappings set to a value (not both to a mapping), else None."""
+    for key, val in other.items():
+        if key not in one:
+            continue
+        if isinstance(val, dict) and isinstance(one[key], dict):
+            deeper = _shared_leaf(one[key], val)
+            if deeper is not None:
+                return f"{key}.{deeper}"
+        else:
+            return key
+    return None
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`overrides` merged onto `base`: mappings recursively, anything else replaced."""
+    out = dict(base)
+    for key, val in overrides.items():
+        if isinstance(val, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], val)
+        else:
+            out[key] = val
+    return out
+
+
 def misfit(overrides: dict[str, Any], tree: Any) -> Misfit | None:
     """The first override (in inventory order) the field tree has no place for; None when all fit."""
     return _check(overrides, tree, "")
@@ -66,9 +134,9 @@ def _check(value: Any, tree: Any, path: str) -> Misfit | None:
     if not isinstance(value, dict):
         return Misfit(path, "", tree, value)
     for key, val in value.items():
-        if key not in tree:
+        if key not in tree and OPEN not in tree:
             return Misfit(path, str(key), None, val)
-        found = _check(val, tree[key], f"{path}.{key}" if path else str(key))
+        found = _check(val, tree[OPEN] if OPEN in tree else tree[key], f"{path}.{key}" if path else str(key))
         if found:
             return found
     return None
@@ -96,16 +164,20 @@ def _spec(dotted: str) -> str:
 
 
 def _shape(tree: Any) -> str:
-    return "a list" if isinstance(tree, list) else "an object" if tree else "a value"
+    if isinstance(tree, list):
+        return "a list"
+    return ("a map" if OPEN in tree else "an object") if tree else "a value"
 
 
 def _detail(tree: Any) -> str:
     """What the CRD's list or object holds, for the admin to see what fits."""
     if isinstance(tree, list):
         item = tree[0]
-        if item == OPEN or isinstance(item, list):
-            return " (of mappings)" if item == OPEN else " (of lists)"
+        if item == OPEN or isinstance(item, list) or OPEN in item:
+            return " (of lists)" if isinstance(item, list) else " (of maps)"
         return f" (of objects with fields {_names(item)})" if item else " (of values)"
+    if OPEN in tree:
+        return " (any keys)"
     return f" (fields {_names(tree)})" if tree else ""
 
 

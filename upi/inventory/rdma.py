@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
-from upi.inventory.crdfields import carried, misfit_message
-from upi.inventory.gpu import K8sName, _image, _overrides
+from upi.inventory.crdfields import carried, expand, misfit_message
+from upi.inventory.gpu import K8sName, _image
 from upi.inventory.types import IPv4Net, shown
 
 if TYPE_CHECKING:
@@ -85,6 +85,10 @@ LinkType = Literal["infiniband", "ethernet"]
 LINK_TYPES: tuple[LinkType, ...] = ("infiniband", "ethernet")
 
 
+def _nic_policy(value: dict[str, Any]) -> dict[str, Any]:
+    return expand(value, operator_facts()["specFields"], "NicClusterPolicy")
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -146,7 +150,7 @@ class NetworkOperator(_Model):
     namespace: K8sName = "nvidia-network-operator"
     resource_name: Annotated[str, AfterValidator(_resource)] = "rdma_shared_device_a"
     rdma_hca_max: StrictInt = Field(default=63, ge=1, le=1000)
-    nic_cluster_policy: Annotated[dict[str, Any], AfterValidator(_overrides)] = Field(default_factory=dict)
+    nic_cluster_policy: Annotated[dict[str, Any], AfterValidator(_nic_policy)] = Field(default_factory=dict)
     secondary_network: SecondaryNetwork = SecondaryNetwork()
     bandwidth: Bandwidth = Bandwidth()
 
