@@ -123,6 +123,7 @@ def test_a_dotted_key_keeps_its_dots_from_a_map_on(tmp_path: Path) -> None:
     ("{tolerations: {key: a}}", f"tolerations: {NIC} has a list at spec.tolerations (of objects with fields "
      "effect, key, operator, tolerationSeconds, value), not an object"),
     ("{tolerations: 5}", f"tolerations: {NIC} has a list at spec.tolerations"),
+    ("{ofedDriver..version: a}", "'ofedDriver..version' is not a NicClusterPolicy spec field"),
 ])
 def test_a_nic_cluster_policy_override_of_another_shape_than_the_crds_is_refused(
         runner, tmp_path: Path, policy: str, fragment: str) -> None:
