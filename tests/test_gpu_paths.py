@@ -314,15 +314,17 @@ def test_a_validation_pod_that_never_finishes_times_out_and_is_deleted(
     assert fake.api.schema_violations == []
 
 
-def test_an_override_the_real_schema_lacks_is_refused_by_the_server_and_named(
+def test_an_override_the_real_schema_refuses_is_refused_by_the_server_and_named(
         runner, tmp_path: Path) -> None:
-    inv = gpu_inventory(tmp_path, "gpu:\n  cluster_policy: {driver.no_such_field: true}\n")
+    # A field the CRD lacks is refused at validate (tests/test_crd_overrides.py); a value outside an
+    # enum is not, and the API server's refusal is what names it.
+    inv = gpu_inventory(tmp_path, "gpu:\n  cluster_policy: {mig.strategy: sometimes}\n")
     fake, result = gpu_once(runner, tmp_path, None, inv)
     assert result.exit_code == 1, result.output
     assert "== operands: failed" in result.stdout
     assert ("GPU step 'operands' failed at the API server: apply ClusterPolicy gpu-cluster-policy: "
-            'ClusterPolicy.nvidia.com "gpu-cluster-policy" is invalid: spec.driver: Additional properties '
-            "are not allowed ('no_such_field' was unexpected)") in result.stderr
+            'ClusterPolicy.nvidia.com "gpu-cluster-policy" is invalid: spec.mig.strategy: '
+            "'sometimes' is not one of ['none', 'single', 'mixed']") in result.stderr
     assert len(fake.api.schema_violations) == 1  # the only write that broke the schema: the override's
     assert fake.api.get("nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy") is None
 

@@ -315,7 +315,7 @@ def test_taint_none_leaves_the_nodes_untainted(runner, tmp_path: Path, cluster: 
 
 def test_a_profile_field_the_crd_lacks_is_refused_before_anything_is_applied(
         runner, tmp_path: Path) -> None:
-    # Checked against the CRD's field names (upi/inventory/performance-profile.json, tests/tuning_facts.py)
+    # Checked against the CRD's field names (upi/inventory/performance-profile.json, tests/carried_facts.py)
     # at load, as network_operator.nic_cluster_policy is: exit 2 naming it, the cluster untouched.
     extra = ("gpu_pool:\n  tuning:\n"
              "    performance_profile: {cpu: {reserved: 0-1, isolated: 2-9}, turbo: true}\n")
@@ -337,7 +337,7 @@ def test_a_profile_field_the_crd_lacks_is_refused_before_anything_is_applied(
     ("{cpu: {reserved: 0-1, isolated: 2-9, turbo: 1}}", "cpu.turbo: the PerformanceProfile CRD "
      "(performance.openshift.io/v2) has no field 'turbo' in spec.cpu"),
     ("{cpu: {reserved: 0-1, isolated: 2-9}, numa: single}", "numa: the PerformanceProfile CRD "
-     "(performance.openshift.io/v2) has an object at spec.numa, not a value"),
+     "(performance.openshift.io/v2) has an object at spec.numa (fields topologyPolicy), not a value"),
 ])
 def test_render_refuses_a_profile_the_crd_lacks_and_writes_nothing(
         runner, tmp_path: Path, profile: str, fragment: str) -> None:
@@ -349,12 +349,6 @@ def test_render_refuses_a_profile_the_crd_lacks_and_writes_nothing(
     assert result.exit_code == 2
     assert fragment in " ".join(result.output.split()) and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
-
-
-def test_the_profile_facts_upi_carries_are_the_crds() -> None:
-    import tuning_facts
-
-    assert tuning_facts.TARGET.read_text() == tuning_facts.text()
 
 
 def test_dry_run_shows_the_pool_and_writes_nothing(runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:

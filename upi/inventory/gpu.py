@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from upi.inventory.crdfields import carried, expand, misfit_message
+from upi.inventory.crdfields import merge as merge  # re-exported: upi.gpu merges the overrides
+
 if TYPE_CHECKING:
     from upi.inventory.model import Inventory
 
@@ -38,55 +41,8 @@ def _image(value: str) -> str:
     return value
 
 
-def _overrides(value: dict[str, Any]) -> dict[str, Any]:
-    """Expand dotted keys (`driver.rdma.enabled: true`) into nested mappings."""
-    out: dict[str, Any] = {}
-    for key, val in value.items():
-        if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
-            raise ValueError(f"{key!r} is not a ClusterPolicy spec field (write driver.rdma.enabled)")
-        parts = key.split(".")
-        node = out
-        for i, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ValueError(f"{key!r} sets inside {'.'.join(parts[: i + 1])}, which is not a mapping")
-            node = child
-        leaf = _overrides(val) if isinstance(val, dict) else val
-        if isinstance(node.get(parts[-1]), dict) and isinstance(leaf, dict):
-            twice = _shared_leaf(node[parts[-1]], leaf)
-            if twice is not None:  # in either order: dotted then nested, or nested then dotted
-                raise ValueError(f"'{key}.{twice}' is given twice (once dotted, once nested)")
-            node[parts[-1]] = merge(node[parts[-1]], leaf)
-        elif parts[-1] in node:
-            raise ValueError(f"{key!r} is given twice (once dotted, once nested)")
-        else:
-            node[parts[-1]] = leaf
-    return out
-
-
-def _shared_leaf(one: dict[str, Any], other: dict[str, Any]) -> str | None:
-    """The first dotted key both mappings set to a value (not both to a mapping), else None."""
-    for key, val in other.items():
-        if key not in one:
-            continue
-        if isinstance(val, dict) and isinstance(one[key], dict):
-            deeper = _shared_leaf(one[key], val)
-            if deeper is not None:
-                return f"{key}.{deeper}"
-        else:
-            return key
-    return None
-
-
-def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """`overrides` merged onto `base`: mappings recursively, anything else replaced."""
-    out = dict(base)
-    for key, val in overrides.items():
-        if isinstance(val, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], val)
-        else:
-            out[key] = val
-    return out
+def _policy(value: dict[str, Any]) -> dict[str, Any]:
+    return expand(value, policy_facts()["specFields"], "ClusterPolicy")
 
 
 K8sName = Annotated[str, AfterValidator(_k8s_name)]
@@ -143,7 +99,7 @@ class GpuSettings(_Model):
     operator_namespace: K8sName = "nvidia-gpu-operator"
     catalog_sources: CatalogSources = CatalogSources()
     nfd_image: Image | None = None
-    cluster_policy: Annotated[dict[str, Any], AfterValidator(_overrides)] = Field(default_factory=dict)
+    cluster_policy: Annotated[dict[str, Any], AfterValidator(_policy)] = Field(default_factory=dict)
     validation: Validation = Validation()
     # precompiled: signed driver images per kernel (Secure Boot); build: built on the node by the
     # Driver Toolkit; auto: precompiled when a GPU node boots with Secure Boot on.
@@ -168,8 +124,22 @@ def settings(inv: Inventory) -> GpuSettings:
     return gpu.model_copy(update={"catalog_sources": mirrored_catalog_sources(inv, gpu.catalog_sources)})
 
 
+def policy_facts() -> dict[str, Any]:
+    """The ClusterPolicy spec's field names (cluster-policy.json, rebuilt by tests/carried_facts.py).
+
+    From NVIDIA/gpu-operator's CRD and the CSV that owns it (Apache-2.0):
+    validate checks `gpu.cluster_policy` against them (crdfields.py).
+    """
+    return carried("cluster-policy.json")
+
+
 def gpu_rules(inv: Inventory) -> Iterator[Finding]:
-    """`gpus` and `mig_config` mean something only on a `gpu: true` node."""
+    """`gpus` and `mig_config` mean something only on a `gpu: true` node; the ClusterPolicy overrides fit."""
+    if inv.gpu is not None:
+        # The CRD is structural: the API server would drop the field, or refuse the object, at upi gpu.
+        bad = misfit_message("ClusterPolicy", policy_facts(), inv.gpu.cluster_policy)
+        if bad is not None:
+            yield ("gpu", "cluster_policy"), bad
     for i, node in enumerate(inv.nodes):
         if node.gpu and node.role.value != "worker":
             # The GPU pool is a custom MachineConfigPool, and the MCO keeps masters in the master

@@ -8,15 +8,12 @@ the pool's label. Kept apart from gpu.py so the pool grows on its own.
 
 from __future__ import annotations
 
-import functools
-import json
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, field_validator
 
-from upi.inventory.rdma import unknown_field
+from upi.inventory.crdfields import carried, misfit_message
 
 if TYPE_CHECKING:
     from upi.inventory.model import Inventory
@@ -107,14 +104,10 @@ def _profile(value: dict[str, Any]) -> dict[str, Any]:
             found[key] = cpus(cpu[key])
         except ValueError as err:
             raise ValueError(f"cpu.{key}: {err}") from None
-    bad = unknown_field(value, profile_facts()["specFields"])
+    bad = misfit_message("PerformanceProfile", profile_facts(), value)
     if bad is not None:
         # The CRD is structural: the API server would drop the field, or refuse the object, at upi gpu.
-        field, _, kind = bad.partition(":")
-        parent, _, leaf = field.rpartition(".")
-        where = f"spec.{parent}" if parent else "spec"
-        lacks = f"an object at spec.{field}, not a value" if kind else f"no field {leaf!r} in {where}"
-        raise ValueError(f"{field}: the PerformanceProfile CRD ({profile_facts()['apiVersion']}) has {lacks}")
+        raise ValueError(bad)
     both = found["reserved"] & found["isolated"]
     if both:
         # The Node Tuning Operator refuses a profile whose reserved and isolated sets overlap.
@@ -123,15 +116,13 @@ def _profile(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-@functools.cache
 def profile_facts() -> dict[str, Any]:
-    """The PerformanceProfile spec's field names (performance-profile.json, rebuilt by tests/tuning_facts.py).
+    """The PerformanceProfile spec's fields (performance-profile.json, rebuilt by tests/carried_facts.py).
 
     From openshift/cluster-node-tuning-operator's CRD (Apache-2.0): validate checks
-    a `performance_profile` against them, as nic_cluster_policy is checked.
+    a `performance_profile` against them (crdfields.py), as nic_cluster_policy is checked.
     """
-    loaded: dict[str, Any] = json.loads((Path(__file__).parent / "performance-profile.json").read_text())
-    return loaded
+    return carried("performance-profile.json")
 
 
 def _none(value: Any) -> Any:

@@ -10,17 +10,15 @@ nor the one it network-boots from. Kept apart from model.py, as gpu.py is.
 
 from __future__ import annotations
 
-import functools
 import ipaddress
-import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
-from upi.inventory.gpu import K8sName, _image, _overrides
+from upi.inventory.crdfields import carried, expand, misfit_message
+from upi.inventory.gpu import K8sName, _image
 from upi.inventory.types import IPv4Net, shown
 
 if TYPE_CHECKING:
@@ -87,6 +85,10 @@ LinkType = Literal["infiniband", "ethernet"]
 LINK_TYPES: tuple[LinkType, ...] = ("infiniband", "ethernet")
 
 
+def _nic_policy(value: dict[str, Any]) -> dict[str, Any]:
+    return expand(value, operator_facts()["specFields"], "NicClusterPolicy")
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -148,7 +150,7 @@ class NetworkOperator(_Model):
     namespace: K8sName = "nvidia-network-operator"
     resource_name: Annotated[str, AfterValidator(_resource)] = "rdma_shared_device_a"
     rdma_hca_max: StrictInt = Field(default=63, ge=1, le=1000)
-    nic_cluster_policy: Annotated[dict[str, Any], AfterValidator(_overrides)] = Field(default_factory=dict)
+    nic_cluster_policy: Annotated[dict[str, Any], AfterValidator(_nic_policy)] = Field(default_factory=dict)
     secondary_network: SecondaryNetwork = SecondaryNetwork()
     bandwidth: Bandwidth = Bandwidth()
 
@@ -156,43 +158,15 @@ class NetworkOperator(_Model):
 DEFAULT = NetworkOperator()
 
 
-@functools.cache
 def operator_facts() -> dict[str, Any]:
-    """The Network Operator facts upi carries (network-operator.json, rebuilt by tests/rdma_facts.py).
+    """The Network Operator facts upi carries (network-operator.json, rebuilt by tests/carried_facts.py).
 
     From Mellanox/network-operator v26.4.1 (Apache-2.0): the CSV's default
     NicClusterPolicy, its related images, the package's default channel and the
     NicClusterPolicy spec's field names from its CRD. Render needs them without a
-    cluster; validate checks the overrides against the field names.
+    cluster; validate checks the overrides against the field names (crdfields.py).
     """
-    loaded: dict[str, Any] = json.loads((Path(__file__).parent / "network-operator.json").read_text())
-    return loaded
-
-
-def unknown_field(overrides: dict[str, Any], tree: Any, prefix: str = "") -> str | None:
-    """The first override (dotted) the field tree has no place for; None when all fit.
-
-    Ends in ':object' when the override is a value where the tree has an object
-    of fields (`ofedDriver: 5`): the API server would refuse that type.
-    """
-    if tree == "*":
-        return None
-    for key, value in overrides.items():
-        here = f"{prefix}{key}"
-        if not isinstance(tree, dict) or key not in tree:
-            return here
-        if isinstance(tree[key], dict) and tree[key] and not isinstance(value, dict | list):
-            return f"{here}:object"  # the CRD holds fields under it: a scalar has no place there
-        if isinstance(value, dict) and value:
-            found = unknown_field(value, tree[key], here + ".")
-            if found:
-                return found
-        elif isinstance(value, list) and tree[key] not in ({}, "*"):
-            for item in value:  # a list of objects (tolerations, env): each item's keys
-                found = unknown_field(item, tree[key], here + ".") if isinstance(item, dict) else None
-                if found:
-                    return found
-    return None
+    return carried("network-operator.json")
 
 
 def operator_settings(inv: Inventory) -> NetworkOperator:
@@ -378,27 +352,9 @@ def _policy_overrides(inv: Inventory) -> Iterator[Finding]:
     """An override the NicClusterPolicy CRD lacks: the API server would drop it or refuse the object."""
     if inv.network_operator is None:
         return
-    facts = operator_facts()
-    bad = unknown_field(inv.network_operator.nic_cluster_policy, facts["specFields"])
-    if bad is not None and bad.endswith(":object"):
-        bad = bad.removesuffix(":object")
-        fields = ", ".join(sorted(_fields(facts["specFields"], bad))[:5])
-        yield ("network_operator", "nic_cluster_policy"), (
-            f"{bad}: the NicClusterPolicy CRD ({facts['apiVersion']}, {facts['csv']}) has an object at "
-            f"spec.{bad} (fields {fields}, ...), not a value")
-    elif bad is not None:
-        parent, _, leaf = bad.rpartition(".")
-        where = f"spec.{parent}" if parent else "spec"
-        yield ("network_operator", "nic_cluster_policy"), (
-            f"{bad}: the NicClusterPolicy CRD ({facts['apiVersion']}, {facts['csv']}) has no field "
-            f"{leaf!r} in {where}")
-
-
-def _fields(tree: Any, dotted: str) -> list[str]:
-    """The field names the tree holds under a dotted path."""
-    for part in dotted.split("."):
-        tree = tree.get(part, {}) if isinstance(tree, dict) else {}
-    return list(tree) if isinstance(tree, dict) else []
+    bad = misfit_message("NicClusterPolicy", operator_facts(), inv.network_operator.nic_cluster_policy)
+    if bad is not None:
+        yield ("network_operator", "nic_cluster_policy"), bad
 
 
 def rdma_warnings(inv: Inventory) -> list[str]:

@@ -209,7 +209,8 @@ DESCRIPTIONS = {
     "GpuSettings.operator_namespace": "Namespace of the GPU Operator.",
     "GpuSettings.catalog_sources": "OLM catalog sources; rename them for a mirrored catalog.",
     "GpuSettings.nfd_image": "NFD operand image (default: by OpenShift version).",
-    "GpuSettings.cluster_policy": "Merged onto the CSV's default ClusterPolicy; dotted keys nest.",
+    "GpuSettings.cluster_policy": "Merged onto the CSV's default ClusterPolicy; dotted keys nest; a "
+                                  "field the CRD lacks is refused.",
     "GpuSettings.validation": "The pod run on every GPU node to prove it works.",
     "CatalogSources.nfd": "Catalog source of the NFD operator.",
     "CatalogSources.gpu_operator": "Catalog source of the GPU Operator.",
