@@ -1,12 +1,12 @@
-"""Fake GPU day-2 operators: what NFD, OLM and the NVIDIA GPU Operator do to a cluster.
+"""Fake GPU day-2 operators: what NFD and the NVIDIA GPU Operator do to a cluster, OLM installing them.
 
 This is a fake, not a mock: it implements the operators' behaviour against the
 objects in the fake API server, so upi's flow meets the same state changes a
 real cluster would show. Sources: NVIDIA's OpenShift GPU Operator docs
 (install-nfd, install-gpu-ocp, troubleshooting-gpu-ocp); OLM's
-operator-framework/operator-lifecycle-manager; NVIDIA/gpu-operator for the
-driver pods (tests/fake_driver.py); what validation images print
-(tests/fake_images.py). The CSVs are the real ones' facts (tests/data/).
+operator-framework/operator-lifecycle-manager (tests/fake_olm.py, the CSVs
+the real ones' facts, tests/data/); NVIDIA/gpu-operator for the driver pods
+(tests/fake_driver.py); what validation images print (tests/fake_images.py).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any
 import fake_driver
 import fake_images
 import yaml
-from fake_apiserver import FakeApiServer, Obj, now
+from fake_apiserver import FakeApiServer, Obj
 from fake_mco import FakeMco
 from fake_network import FakeNetworkOperator
+from fake_olm import MARKETPLACE, OLM, FakeOlm
 from fake_rdma import POD_LABEL, FakeRdma
 from fake_thanos import FakeThanos
-from kube_schema import csv as real_csv
 
 NFD_PREFIX = "feature.node.kubernetes.io/"
 # MIG devices per GPU of the uniform `all-<profile>` layouts on an H100/H200 (80/141 GB).
@@ -55,8 +55,6 @@ def nfd_labels(config_data: str | None, devices: list[dict[str, str]]) -> dict[s
 
 # --- the fake cluster: API server + OLM + NFD + GPU Operator + pod runner ----------------
 
-OLM = "operators.coreos.com/v1alpha1"
-MARKETPLACE = "openshift-marketplace"
 NVIDIA_PCI = {"class": "0302", "vendor": "10de", "device": "2330"}
 MELLANOX_PCI = {"class": "0207", "vendor": "15b3", "device": "101d"}
 # What modprobe prints when Secure Boot refuses the unsigned module (in nvidia-driver-ctr's log).
@@ -105,17 +103,15 @@ class FakeGpuCluster:
         self.nodes = {n.name: n for n in nodes}
         self.version = version
         self.registry_storage = True
-        self.csv_succeeds = {"nfd": True, "gpu-operator-certified": True, "nvidia-network-operator": True}
-        self.approved_plans: list[str] = []
         self.peermem_restarts: list[str] = []  # GPU driver pods replaced because the rdma setting changed
         self.validation_pods: list[Obj] = []
         self.diag_pods: list[Obj] = []  # upi's DCGM diagnostic pods (`dcgmi diag`)
         self.most_validation_pods_at_once = 0  # upi's validation pods seen together in one tick
         self.foreign_pods: set[str] = {POD_LABEL}  # labels of pods another fake runs (tests/fake_rdma.py)
-        self._csv_age: dict[str, int] = {}
         self._mig_seen: dict[str, str] = {}
         self._mig_lag: dict[str, int] = {}
         self.mig_lag = 0  # controller runs before the MIG manager notices a changed profile
+        self.olm = FakeOlm(self.api)  # Subscriptions, InstallPlans and CSVs (tests/fake_olm.py)
         self._seed()
         self.mco = FakeMco(self.api)  # the GPU pool's MachineConfigPool rollout (tests/fake_mco.py)
         self.mco.seed()
@@ -132,8 +128,8 @@ class FakeGpuCluster:
         self.network = FakeNetworkOperator(self.api)
         # upi's RDMA bandwidth test pods: SCC admission, scheduler, Multus over the networks above, perftest.
         self.rdma = FakeRdma(self.api)
-        self.api.controllers += [self.mco.tick, self._olm, self._nfd, self.network.tick, self._gpu_operator,
-                                 self._pods, self.rdma.tick]
+        self.api.controllers += [self.mco.tick, self.olm.tick, self._nfd, self.network.tick,
+                                 self._gpu_operator, self._pods, self.rdma.tick]
 
     def start(self) -> FakeGpuCluster:
         self.api.start()
@@ -147,6 +143,16 @@ class FakeGpuCluster:
     @property
     def kubeconfig(self) -> Path:
         return self.api.kubeconfig
+
+    @property
+    def csv_succeeds(self) -> dict[str, bool]:
+        """Per package, whether its CSV may succeed (tests/fake_olm.py)."""
+        return self.olm.csv_succeeds
+
+    @property
+    def approved_plans(self) -> list[str]:
+        """The InstallPlans OLM ran once approved, in order (tests/fake_olm.py)."""
+        return self.olm.approved_plans
 
     # --- seed: what an installed OpenShift cluster already holds ---------------------
     def _seed(self) -> None:
@@ -184,42 +190,7 @@ class FakeGpuCluster:
                                   for t in sorted({*(n.rhcos for n in self.nodes.values()), "latest"})]},
             }
         )
-        for source in ("redhat-operators", "certified-operators"):
-            put(
-                {
-                    "apiVersion": OLM,
-                    "kind": "CatalogSource",
-                    "metadata": {"name": source, "namespace": MARKETPLACE},
-                    "spec": {"sourceType": "grpc"},
-                    "status": {"connectionState": {"lastObservedState": "READY"}},
-                }
-            )
-        for pkg, channels, default in (
-            ("nfd", [("stable", "nfd.v5.0.0")], "stable"),
-            (
-                "gpu-operator-certified",
-                [("v26.3", "gpu-operator-certified.v26.3.1"), ("v26.7", "gpu-operator-certified.v26.7.0")],
-                "v26.3",
-            ),
-            # tests/data/network/bundle-annotations.json: channels stable,v26.4, default stable.
-            ("nvidia-network-operator", [("stable", "nvidia-network-operator.v26.4.1"),
-                                         ("v26.4", "nvidia-network-operator.v26.4.1")], "stable"),
-        ):
-            source = "redhat-operators" if pkg == "nfd" else "certified-operators"
-            put(
-                {
-                    "apiVersion": "packages.operators.coreos.com/v1",
-                    "kind": "PackageManifest",
-                    "metadata": {"name": pkg, "namespace": MARKETPLACE, "labels": {"catalog": source}},
-                    "status": {
-                        "catalogSource": source,
-                        "catalogSourceNamespace": MARKETPLACE,
-                        "packageName": pkg,
-                        "defaultChannel": default,
-                        "channels": [{"name": c, "currentCSV": csv} for c, csv in channels],
-                    },
-                }
-            )
+        self.olm.seed()  # the catalogs and their packages (tests/fake_olm.py)
         for sim in self.nodes.values():
             self._register(sim)
 
@@ -263,173 +234,9 @@ class FakeGpuCluster:
         self.api.put(cfg)
         self.registry_storage = configured
 
-    # --- OLM -------------------------------------------------------------------------
-    def _olm(self) -> None:
-        for sub in self.api.list(OLM, "Subscription"):
-            ns, spec, st = sub["metadata"]["namespace"], sub["spec"], sub.get("status") or {}
-            if not st.get("installPlanRef"):
-                self._resolve(sub)
-                continue
-            plan = self.api.get(OLM, "InstallPlan", st["installPlanRef"]["name"], ns)
-            if plan and plan["spec"]["approved"] and plan["status"]["phase"] == "RequiresApproval":
-                self.approved_plans.append(plan["metadata"]["name"])
-                self.api.set_status(
-                    OLM, "InstallPlan", plan["metadata"]["name"], ns, {**plan["status"], "phase": "Complete"}
-                )
-                self._install_csv(spec["name"], plan["spec"]["clusterServiceVersionNames"][0], ns)
-                for crd in real_csv(spec["name"])["spec"]["customresourcedefinitions"]["owned"]:
-                    plural, _, group = crd["name"].partition(".")
-                    self.api.serve(group, plural)  # the plan created the CSV's CRDs
-        for csv in self.api.list(OLM, "ClusterServiceVersion"):
-            self._progress_csv(csv)
-
-    def _resolve(self, sub: Obj) -> None:
-        ns, spec = sub["metadata"]["namespace"], sub["spec"]
-        pkg = self.api.get("packages.operators.coreos.com/v1", "PackageManifest", spec["name"], MARKETPLACE)
-        source = self.api.get(OLM, "CatalogSource", spec["source"], spec["sourceNamespace"])
-        groups = self.api.list("operators.coreos.com/v1", "OperatorGroup", ns)
-        channel = next(
-            (
-                c
-                for c in (pkg or {}).get("status", {}).get("channels", [])
-                if c["name"] == spec.get("channel")
-            ),
-            None,
-        )
-        problem = None
-        state = ((source or {}).get("status") or {}).get("connectionState", {}).get("lastObservedState")
-        if source is not None and state != "READY":
-            # OLM resolves nothing from an unhealthy catalog: it says so and makes no InstallPlan
-            # (operator-lifecycle-manager pkg/controller/operators/catalog/subscription/reconciler.go,
-            # catalogHealthReconciler.updateHealth).
-            where = f"{spec['sourceNamespace']}/{spec['source']}"
-            self._condition(sub, {"type": "CatalogSourcesUnhealthy", "status": "True",
-                                  "reason": "UnhealthyCatalogSourceFound",
-                                  "message": f"targeted catalogsource {where} unhealthy"})
-            return
-        if source is None:
-            problem = f"catalogsource {spec['sourceNamespace']}/{spec['source']} not found"
-        elif pkg is None or channel is None:
-            problem = f"no operators found in channel {spec.get('channel')} of package {spec['name']}"
-        elif len(groups) != 1:
-            problem = f"found {len(groups)} operatorgroups in namespace {ns}; want exactly one"
-        if problem:
-            cond = {
-                "type": "ResolutionFailed",
-                "status": "True",
-                "reason": "ConstraintsNotSatisfiable",
-                "message": problem,
-            }
-            self._condition(sub, cond)
-            return
-        assert channel is not None
-        csv_name = spec.get("startingCSV") or channel["currentCSV"]
-        manual = spec.get("installPlanApproval") == "Manual"
-        plan_name = (
-            f"install-{csv_name.split('.v')[-1].replace('.', '')}{len(self.api.list(OLM, 'InstallPlan'))}"
-        )
-        plan = self.api.put(
-            {
-                "apiVersion": OLM,
-                "kind": "InstallPlan",
-                "metadata": {"name": plan_name, "namespace": ns},
-                "spec": {
-                    "approval": "Manual" if manual else "Automatic",
-                    "approved": not manual,
-                    "clusterServiceVersionNames": [csv_name],
-                    "generation": 1,
-                },
-                "status": {"phase": "RequiresApproval", "catalogSources": [spec["source"]], "plan": []},
-            }
-        )
-        self.api.set_status(
-            OLM,
-            "Subscription",
-            sub["metadata"]["name"],
-            ns,
-            {
-                "currentCSV": csv_name,
-                "state": "UpgradePending",
-                "installPlanRef": {
-                    "apiVersion": OLM,
-                    "kind": "InstallPlan",
-                    "name": plan_name,
-                    "namespace": ns,
-                },
-                "installplan": {
-                    "apiVersion": OLM,
-                    "kind": "InstallPlan",
-                    "name": plan_name,
-                    "uuid": plan["metadata"]["uid"],
-                },
-                "lastUpdated": now(),
-            },
-        )
-
-    def _condition(self, sub: Obj, cond: Obj) -> None:
-        if (sub.get("status") or {}).get("conditions") != [cond]:
-            meta = sub["metadata"]
-            self.api.set_status(OLM, "Subscription", meta["name"], meta["namespace"],
-                                {"conditions": [cond], "lastUpdated": now()})
-
-    def _install_csv(self, package: str, name: str, ns: str) -> None:
-        doc = real_csv(package)
-        doc["metadata"] = {"name": name, "namespace": ns, "annotations": doc["metadata"]["annotations"]}
-        doc["status"] = {"phase": "Pending", "reason": "RequirementsUnknown"}
-        self.api.put(doc)
-        self._csv_age[f"{ns}/{name}"] = 0
-
-    def _progress_csv(self, csv: Obj) -> None:
-        key = f"{csv['metadata']['namespace']}/{csv['metadata']['name']}"
-        package = csv["metadata"]["name"].split(".v")[0]
-        age = self._csv_age.get(key, 0) + 1
-        self._csv_age[key] = age
-        phase = csv["status"]["phase"]
-        if phase == "Succeeded":
-            return
-        if not self.csv_succeeds[package]:
-            if phase != "Installing":
-                msg = "installing: waiting for deployment gpu-operator to become ready: "
-                msg += 'deployment "gpu-operator" not available'
-                self._csv_phase(csv, "Installing", "InstallWaiting", msg)
-            return
-        if age >= 3:
-            self._csv_phase(csv, "Succeeded", "InstallSucceeded", "install strategy completed with no errors")
-            for sub in self.api.list(OLM, "Subscription", csv["metadata"]["namespace"]):
-                st = sub.get("status") or {}
-                if st.get("currentCSV") == csv["metadata"]["name"] and st.get("state") != "AtLatestKnown":
-                    self.api.set_status(
-                        OLM,
-                        "Subscription",
-                        sub["metadata"]["name"],
-                        sub["metadata"]["namespace"],
-                        {
-                            **st,
-                            "state": "AtLatestKnown",
-                            "installedCSV": csv["metadata"]["name"],
-                            "lastUpdated": now(),
-                        },
-                    )
-
-    def _csv_phase(self, csv: Obj, phase: str, reason: str, message: str) -> None:
-        meta = csv["metadata"]
-        self.api.set_status(
-            OLM,
-            "ClusterServiceVersion",
-            meta["name"],
-            meta["namespace"],
-            {"phase": phase, "reason": reason, "message": message},
-        )
-
-    def _operator_ready(self, prefix: str) -> bool:
-        return any(
-            c["metadata"]["name"].startswith(prefix) and c["status"]["phase"] == "Succeeded"
-            for c in self.api.list(OLM, "ClusterServiceVersion")
-        )
-
     # --- NFD: label nodes by their PCI devices -------------------------------------------
     def _nfd(self) -> None:
-        if not self._operator_ready("nfd."):
+        if not self.olm.operator_ready("nfd."):
             return
         for nfd in self.api.list("nfd.openshift.io/v1", "NodeFeatureDiscovery"):
             config = (nfd["spec"].get("workerConfig") or {}).get("configData")
@@ -456,7 +263,7 @@ class FakeGpuCluster:
 
     # --- the GPU Operator: ClusterPolicy -> driver, labels, allocatable --------------------
     def _gpu_operator(self) -> None:
-        if not self._operator_ready("gpu-operator-certified."):
+        if not self.olm.operator_ready("gpu-operator-certified."):
             return
         policy = self.api.get("nvidia.com/v1", "ClusterPolicy", "gpu-cluster-policy")
         if policy is None:
