@@ -307,6 +307,23 @@ def test_a_performance_profile_pool_with_its_own_taint(
     assert policy["spec"]["dcgmExporter"]["serviceMonitor"]["enabled"] is False
 
 
+def test_a_profile_written_with_dotted_keys_is_the_same_profile(tmp_path: Path) -> None:
+    from upi.inventory import load_inventory
+
+    nested = ("gpu_pool:\n  tuning:\n    performance_profile:\n"
+              "      cpu: {reserved: 0-3, isolated: 4-111}\n      numa: {topologyPolicy: single-numa-node}\n")
+    dotted = ("gpu_pool:\n  tuning:\n    performance_profile:\n"
+              "      cpu.reserved: 0-3\n      cpu.isolated: 4-111\n"
+              "      numa.topologyPolicy: single-numa-node\n")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = load_inventory(gpu_inventory(tmp_path / "a", nested), check_files=False)
+    b = load_inventory(gpu_inventory(tmp_path / "b", dotted), check_files=False)
+    assert a.gpu_pool is not None and b.gpu_pool is not None
+    assert b.gpu_pool.tuning.performance_profile == a.gpu_pool.tuning.performance_profile == {
+        "cpu": {"reserved": "0-3", "isolated": "4-111"}, "numa": {"topologyPolicy": "single-numa-node"}}
+
+
 def test_taint_none_leaves_the_nodes_untainted(runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
     result = runner.invoke(app, gpu_args(gpu_inventory(tmp_path, "gpu_pool:\n  taint: none\n"), cluster))
     assert result.exit_code == 0, result.output

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, field_validator
 
-from upi.inventory.crdfields import carried, misfit_message
+from upi.inventory.crdfields import carried, expand, misfit_message
 
 if TYPE_CHECKING:
     from upi.inventory.model import Inventory
@@ -93,6 +93,8 @@ def _unavailable(value: int | str) -> int | str:
 
 
 def _profile(value: dict[str, Any]) -> dict[str, Any]:
+    # Dotted keys (`numa.topologyPolicy: single-numa-node`) nest, as in the other operator objects.
+    value = expand(value, profile_facts()["specFields"], "PerformanceProfile")
     cpu = value.get("cpu")
     if not isinstance(cpu, dict) or not cpu.get("reserved") or not cpu.get("isolated"):
         raise ValueError("a PerformanceProfile spec needs cpu.reserved and cpu.isolated (CPU lists)")

@@ -41,7 +41,8 @@ DESCRIPTIONS = {
     "Tuning.reserved_cpus": "CPUs kept for the system and kubelet (reservedSystemCPUs).",
     "Tuning.topology_manager": "Kubelet topology manager policy (NUMA alignment of CPUs and GPUs).",
     "Tuning.hugepages": "Hugepages reserved at boot, by size.",
-    "Tuning.performance_profile": "A PerformanceProfile spec (performance.openshift.io/v2) used instead.",
+    "Tuning.performance_profile": "A PerformanceProfile spec (performance.openshift.io/v2) used instead; "
+                                  "dotted keys nest.",
     "Hugepages.size": "Page size.",
     "Hugepages.count": "Number of pages per node.",
     "Inventory.csr_approver": "The rendered CSR approver units (csr/) on the host that runs them.",
