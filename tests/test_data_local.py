@@ -54,7 +54,7 @@ def _guarded_tree(tmp_path: Path) -> tuple[Path, Path]:
     """A repository holding this conftest and guard, and a `shared/` reference directory beside it."""
     repo, shared = tmp_path / "repo", tmp_path / "shared"
     (repo / "tests").mkdir(parents=True)
-    for name in ("conftest.py", "repo_guard.py"):
+    for name in ("conftest.py", "repo_guard.py", "group_times.py"):
         shutil.copy(TESTS / name, repo / "tests" / name)
     (repo / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "-p no:cacheprovider"\n')
     (shared / "data" / "gpu").mkdir(parents=True)
