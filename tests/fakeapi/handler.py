@@ -114,7 +114,13 @@ class Handler(BaseHTTPRequestHandler):
         return False
 
     def _named(self) -> tuple[tuple[Kind, str, str, str | None] | None, dict[str, str]]:
-        """The route of a request that must name an object; None (404 or 405 sent) when it does not."""
+        """The route of a request that must name an object; None when answered already.
+
+        Answered: without credentials (401), by a test's tamper, for a kind not
+        served (404), or when the path names no object (405).
+        """
+        if self._tampered():
+            return None, {}
         route, q = self._route()
         if self._not_served():
             return None, q
@@ -291,8 +297,6 @@ class Handler(BaseHTTPRequestHandler):
             self._send(*self.fake.evict(ns, name))
 
     def do_PATCH(self) -> None:  # noqa: N802 - http.server's naming
-        if self._tampered():
-            return
         route, q = self._named()
         if route is None:
             return
@@ -301,8 +305,6 @@ class Handler(BaseHTTPRequestHandler):
         self._send(code, doc)
 
     def do_PUT(self) -> None:  # noqa: N802 - http.server's naming
-        if self._tampered():
-            return
         route, q = self._named()
         if route is None:
             return
@@ -344,8 +346,6 @@ class Handler(BaseHTTPRequestHandler):
         self._send(code, doc)
 
     def do_DELETE(self) -> None:  # noqa: N802 - http.server's naming
-        if self._tampered():
-            return
         route, _ = self._named()
         if route is None:
             return
