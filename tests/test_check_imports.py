@@ -1,4 +1,4 @@
-"""What `upi check` imports: only what checking needs (issue 29, bench/check_all.py).
+"""What `upi check` and `upi render` import: only what they need (issue 29, bench/).
 
 Each test runs a new interpreter, as the command is: sys.modules of this
 pytest process holds whatever other tests imported.
@@ -39,3 +39,11 @@ def test_checking_imports_no_ssh() -> None:
 def test_push_package_imports_its_machinery_when_a_push_runs() -> None:
     mods = imported_by("from upi.push import TARGETS, FileStatus, PushError, PushResult, push, push_files")
     assert not mods & {"paramiko", "invoke", "jinja2"}, sorted(mods & {"paramiko", "invoke", "jinja2"})
+
+
+def test_rendering_imports_no_download_stack() -> None:
+    # `upi render` reads the signed-loader records (upi.images.loaders); the package's downloader
+    # (http.client, ssl, urllib.request: ~30 ms of every render) is imported by `upi images` only.
+    mods = imported_by("import upi.commands.render, upi.renderdir, upi.images.loaders")
+    assert "upi" in mods
+    assert not mods & {"ssl", "http"}, sorted(mods & {"ssl", "http"})

@@ -1,20 +1,24 @@
-"""`upi images`: RHCOS kernel, initramfs and rootfs staged into a render dir, sha256-checked."""
+"""`upi images`: RHCOS kernel, initramfs and rootfs staged into a render dir, sha256-checked.
+
+Each function imports what it uses: `upi render` imports this package for its
+signed-loader records (upi.images.loaders), and the downloader's HTTP and TLS
+stack (upi.images.fetch: http.client, ssl, ~30 ms) has no part in a render.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from upi.images.fetch import source_for
-from upi.images.stage import ImagesResult, Progress, Staged, stage_images, wanted_images
-from upi.images.stream import Stream, read_stream
-from upi.installer import Installer, locate, version_warnings
 from upi.inventory import load_inventory
 
-__all__ = ["ImagesResult", "Staged", "Stream", "images", "iso_in", "request_loaders", "signed_loaders",
-           "wanted_images"]
+if TYPE_CHECKING:
+    from upi.images.stage import ImagesResult, Progress
+    from upi.images.stream import Stream
+
+__all__ = ["images", "iso_in", "request_loaders", "signed_loaders", "verify_iso"]
 
 
 def request_loaders(inventory: Path, out: Path, src: str | None, *, shim: Path | None = None,
@@ -55,6 +59,8 @@ def iso_in(src: str, inventory: Path, installer: Path | None = None) -> Path | N
     `--iso` would (a mirror URL is never searched: the ISO is a gigabyte).
     """
     from upi.facts.boot import secure_boot_nodes
+    from upi.images.stream import read_stream
+    from upi.installer import locate
 
     inv = load_inventory(inventory, check_files=False)
     if "://" in src or not secure_boot_nodes(inv) or not Path(src).is_dir():
@@ -69,6 +75,11 @@ def iso_in(src: str, inventory: Path, installer: Path | None = None) -> Path | N
 def images(inventory: Path, out: Path, src: str, *, installer: Path | None = None,
            on_progress: Progress = lambda name, done, total: None) -> ImagesResult:
     """Read the installer's RHCOS stream, then stage the inventory's RHCOS files from `src` into `out`."""
+    from upi.images.fetch import source_for
+    from upi.images.stage import stage_images
+    from upi.images.stream import read_stream
+    from upi.installer import Installer, locate, version_warnings
+
     inv = load_inventory(inventory)
     source = source_for(src)
     binary = locate(installer, version=inv.cluster.openshift_version)
@@ -87,6 +98,8 @@ def signed_loaders(inventory: Path, out: Path, *, shim: Path | None = None, grub
     """
     from upi.images.iso import loaders_from_iso
     from upi.images.loaders import check_loader, read_loader_file, record_loaders
+    from upi.images.stream import read_stream
+    from upi.installer import locate
 
     inv = load_inventory(inventory)
     if iso is not None:
