@@ -41,6 +41,20 @@ def clean_cluster(tmp_path: Path, nodes: list[SimNode] | None = None) -> Iterato
     assert fake.api.controller_errors == []
 
 
+def second_run(runner: Any, inv: Path, cluster: FakeGpuCluster, timeout: str) -> dict[str, Any]:
+    """`upi gpu` twice on the same cluster: the second run's JSON report, which must change nothing."""
+    import json
+
+    from upi.cli import app
+
+    assert runner.invoke(app, gpu_args(inv, cluster, timeout=timeout)).exit_code == 0
+    result = runner.invoke(app, gpu_args(inv, cluster, "--json", timeout=timeout))
+    assert result.exit_code == 0, result.output
+    doc: dict[str, Any] = json.loads(result.stdout)
+    assert doc["changed"] is False, [c for c in doc["changes"] if c["action"] != "unchanged"]
+    return doc
+
+
 def gpu_args(inv: Path, cluster: FakeGpuCluster, *extra: str, timeout: str = "0.5") -> list[str]:
     return [
         "gpu",

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from fake_gpu import FakeGpuCluster
 from fake_rdma import POD_LABEL
-from gpu_support import clean_cluster, gpu_args
+from gpu_support import clean_cluster, gpu_args, second_run
 from rdma_support import dgx_inventory, dgx_nodes, roce_ports
 
 from upi.cli import app
@@ -98,12 +98,7 @@ def test_json_carries_the_figures_per_node_and_per_pair(runner, tmp_path: Path) 
 def test_a_second_run_changes_nothing_but_measures_again(runner, tmp_path: Path) -> None:
     fabrics = ["infiniband", "infiniband"]
     for cluster in _cluster(tmp_path, fabrics):
-        inv = dgx_inventory(tmp_path, fabrics)
-        assert runner.invoke(app, gpu_args(inv, cluster, timeout="2")).exit_code == 0
-        result = runner.invoke(app, gpu_args(inv, cluster, "--json", timeout="2"))
-        assert result.exit_code == 0, result.output
-        doc = json.loads(result.stdout)
-        assert doc["changed"] is False, [c for c in doc["changes"] if c["action"] != "unchanged"]
+        doc = second_run(runner, dgx_inventory(tmp_path, fabrics), cluster, timeout="2")
         objects = {c["object"] for c in doc["changes"]}
         assert {"Namespace upi-rdma-test", "ServiceAccount upi-rdma-test/upi-rdma-bandwidth",
                 "RoleBinding upi-rdma-test/upi-rdma-bandwidth-scc-privileged"} <= objects

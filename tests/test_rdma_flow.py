@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fake_gpu import FakeGpuCluster
 from fake_network import CONTAINER, DRIVER_FAILED, MELLANOX
-from gpu_support import Notes, clean_cluster, gpu_args
+from gpu_support import Notes, clean_cluster, gpu_args, second_run
 from rdma_support import rdma_inventory
 
 from upi.cli import app
@@ -75,12 +75,7 @@ def test_installs_the_network_operator_then_enables_gpudirect(runner, tmp_path: 
 
 
 def test_a_second_run_changes_nothing(runner, tmp_path: Path, cluster: FakeGpuCluster) -> None:
-    inv = rdma_inventory(tmp_path)
-    assert runner.invoke(app, gpu_args(inv, cluster, timeout="1")).exit_code == 0
-    result = runner.invoke(app, gpu_args(inv, cluster, "--json", timeout="1"))
-    assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
-    assert doc["changed"] is False, [c for c in doc["changes"] if c["action"] != "unchanged"]
+    doc = second_run(runner, rdma_inventory(tmp_path), cluster, timeout="1")
     objects = {c["object"] for c in doc["changes"]}
     assert {"NicClusterPolicy nic-cluster-policy", "IPoIBNetwork rdma-ipoib",
             "Subscription nvidia-network-operator/nvidia-network-operator"} <= objects

@@ -246,7 +246,14 @@ def test_a_fabric_namespace_of_its_own_is_rendered_before_its_network(runner, tm
     names = [n for n in objs if n.startswith("34-")]
     assert names == ["34-fabric-namespace-fabric.yaml", "34-ipoibnetwork-rdma-ipoib.yaml"]
     assert objs[names[0]]["kind"] == "Namespace" and objs[names[0]]["metadata"]["name"] == "fabric"
-    # The default namespace exists on every cluster: nothing rendered for it.
+    # default and openshift-multus exist on every cluster: nothing rendered for them (upi would
+    # otherwise label OpenShift's own namespace).
     (tmp_path / "plain").mkdir()
     plain = _rendered(runner, tmp_path / "plain", rdma_inventory(tmp_path / "plain"))
     assert not [n for n in plain if n.startswith("34-fabric-namespace")]
+    (tmp_path / "multus").mkdir()
+    multus = _rendered(runner, tmp_path / "multus", rdma_inventory(
+        tmp_path / "multus", "network_operator:\n  secondary_network: {namespace: openshift-multus}\n"))
+    assert not [n for n in multus if n.startswith("34-fabric-namespace")]
+    # The test's namespace and the networks' are one object, rendered the same in both files.
+    assert objs["34-fabric-namespace-fabric.yaml"] == objs["35-rdma-test-namespace.yaml"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from upi.gpu.kube import Kube
-from upi.gpu.objects import Obj
+from upi.gpu.objects import MANAGED_BY, Obj
 from upi.gpu.pool import pod_tolerations
 from upi.gpu.steps import Clock, Diagnosis, GpuFailed, Reporter
 from upi.inventory.gpupool import pool_settings
@@ -122,7 +122,7 @@ def diag_pod(inv: Inventory, node: str, gpus: int, image: str, namespace: str, l
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"generateName": f"upi-gpu-dcgm-{node}-", "namespace": namespace,
-                     "labels": {POD_LABEL: node, "app.kubernetes.io/managed-by": "upi"}},
+                     "labels": {POD_LABEL: node, **MANAGED_BY}},
         "spec": {
             "restartPolicy": "Never",
             "nodeSelector": {"kubernetes.io/hostname": node},

@@ -17,7 +17,7 @@ import copy
 import json
 from typing import Any
 
-from upi.gpu.objects import Obj, Package, namespace, operator_group, subscription
+from upi.gpu.objects import Obj, Package, namespace, operator_group, own_namespace, subscription
 from upi.gpu.pool import pod_tolerations
 from upi.inventory.gpu import merge, settings
 from upi.inventory.model import Inventory
@@ -171,14 +171,14 @@ def fabric_namespace(inv: Inventory) -> list[Obj]:
     `networkNamespace`; a namespace that does not exist leaves the network
     without one, and the bandwidth pods that name it never start. When it is
     also the bandwidth test's namespace, this is the same object as the test's
-    (upi.gpu.rdma.test_account_objects), applied earlier: before the networks.
+    (upi.gpu.rdma.test_account_objects, both `own_namespace`), applied earlier:
+    before the networks.
     """
     op = operator_settings(inv)
     ns = op.secondary_network.namespace
-    if ns in ("default", op.namespace):
+    if ns in ("default", "openshift-multus", op.namespace):  # OpenShift's own, or the operator's
         return []
-    return [{"apiVersion": "v1", "kind": "Namespace",
-             "metadata": {"name": ns, "labels": {"app.kubernetes.io/managed-by": "upi"}}}]
+    return [own_namespace(ns)]
 
 
 def render_objects(inv: Inventory) -> list[tuple[str, Obj]]:

@@ -60,6 +60,14 @@ def packages(gpu: GpuSettings, operator_channel: str | None = None) -> tuple[Pac
     )
 
 
+MANAGED_BY = {"app.kubernetes.io/managed-by": "upi"}  # on what upi creates for its own use
+
+
+def own_namespace(name: str) -> Obj:
+    """A namespace upi creates for its own objects (the RDMA test's, the fabric networks')."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_BY)}}
+
+
 def namespace(name: str) -> Obj:
     """A namespace OpenShift's cluster monitoring scrapes (both operators need it)."""
     return {"apiVersion": "v1", "kind": "Namespace",

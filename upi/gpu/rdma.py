@@ -30,7 +30,7 @@ from upi.gpu.network import (
     nic_cluster_policy,
     secondary_networks,
 )
-from upi.gpu.objects import CLUSTER_POLICY, Obj, dump
+from upi.gpu.objects import CLUSTER_POLICY, MANAGED_BY, Obj, dump, own_namespace
 from upi.gpu.pods import DRIVER_LABELS
 from upi.gpu.steps import Change, Clock, Diagnosis, GpuFailed, Reporter
 from upi.inventory.gpu import settings
@@ -280,9 +280,9 @@ def test_account_objects(inv: Inventory) -> list[Obj]:
     from upi.inventory.rdma import operator_settings
 
     ns = operator_settings(inv).bandwidth.namespace
-    labels = {"app.kubernetes.io/managed-by": "upi"}
+    labels = MANAGED_BY
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}},
+        own_namespace(ns),
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": {"name": TEST_ACCOUNT, "namespace": ns, "labels": labels}},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",

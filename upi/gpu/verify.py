@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from upi.gpu.kube import Kube
 from upi.gpu.mig import DISABLED, MIG_RESOURCE, offered
-from upi.gpu.objects import PCI_LABELS, Obj
+from upi.gpu.objects import MANAGED_BY, PCI_LABELS, Obj
 from upi.gpu.pods import pull_failure
 from upi.gpu.pool import pod_tolerations
 from upi.gpu.steps import Clock, Reporter
@@ -133,7 +133,7 @@ def validation_pod(inv: Inventory, node: str, namespace: str, resource: str = GP
         "metadata": {
             "generateName": f"upi-gpu-validate-{node}-",
             "namespace": namespace,
-            "labels": {POD_LABEL: node, "app.kubernetes.io/managed-by": "upi"},
+            "labels": {POD_LABEL: node, **MANAGED_BY},
         },
         "spec": {
             "restartPolicy": "Never",
