@@ -8,13 +8,13 @@ from pathlib import Path
 
 from upi import console
 from upi.csr.connect import connect, find_kubeconfig
-from upi.day2.add import shown_name
 from upi.errors import UsageError
 from upi.gpu.display import GpuDisplay
 from upi.gpu.flow import GpuReport, check_pace, run_gpu
 from upi.gpu.kube import Kube
 from upi.gpu.steps import Clock, Reporter
 from upi.inventory import Inventory, load_inventory
+from upi.inventory.types import shown_name
 
 COLUMNS = ["node", "label", "product", "GPUs expected/allocatable", "driver", "validation", "seconds",
            "DCGM", "metrics"]

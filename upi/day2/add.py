@@ -18,6 +18,7 @@ from typing import Any
 
 from upi.errors import ClusterError, UsageError
 from upi.inventory.model import Inventory, Machine, Role
+from upi.inventory.types import shown_name
 
 Say = Callable[[str], None]
 CONTROL_PLANE = ("replacing a control-plane node is another procedure (OpenShift docs: "
@@ -75,13 +76,6 @@ class AddReport:
         """The report for --json."""
         return {"nodes": [n.as_json() for n in self.nodes.values()], "changed": self.changed,
                 "unchanged": self.unchanged, "left_pending": self.left_pending, "ok": self.ok}
-
-
-def shown_name(name: str) -> str:
-    """A NODE argument for a message: as typed when it reads as a name, else quoted and cut short."""
-    if name and name.isprintable() and name.isascii() and len(name) <= 63 and " " not in name:
-        return name
-    return repr(name[:60] + "..." if len(name) > 60 else name)
 
 
 def chosen_workers(inv: Inventory, names: Sequence[str], *, adding: bool = True) -> list[str]:
