@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from upi import __version__
@@ -232,7 +232,8 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
                      retire_bootstrap: bool = False,
                      images: Mapping[str, object] | None = None,
                      installed: frozenset[str] = frozenset(),
-                     own_ignition: frozenset[str] = frozenset()) -> list[RenderedFile]:
+                     own_ignition: frozenset[str] = frozenset(),
+                     sink: Callable[[Sequence[RenderedFile]], None] | None = None) -> list[RenderedFile]:
     """Every file of the render layout plus `extra` (e.g. boot loaders), manifest.json last.
 
     `retire_bootstrap`: after bootstrap-complete the HAProxy pools leave the
@@ -240,14 +241,20 @@ def render_inventory(inv: Inventory, extra: Sequence[RenderedFile] = (), *,
     `installed`: nodes whose per-MAC file boots their disk (upi.installed).
     `images`: the RHCOS files `upi images` recorded, kept in manifest.json.
     `own_ignition`: day-2 nodes whose per-MAC file names their own ignition file (upi nodes add).
+    `sink`: given the per-MAC boot files (one per node) as soon as they are
+    rendered, first, so a writer can create them while the rest renders
+    (upi.staging.Stager); the list returned holds them too.
     """
+    boot = _boot(inv, installed, own_ignition)
+    if sink is not None:
+        sink(boot)
     config = install_config_yaml(inv)
     files = [
         _file("install-config.yaml", config, SECRET),
         _file("install-config.yaml.orig", config, SECRET),
         *_dns(inv),
         _dhcp(inv),
-        *_boot(inv, installed, own_ignition),
+        *boot,
         haproxy_cfg(inv, include_bootstrap=not retire_bootstrap),
         *_firewall(inv),
         _prepare(inv),

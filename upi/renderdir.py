@@ -25,7 +25,7 @@ from upi.inventory.rules import warnings
 from upi.ownignition import own_nodes
 from upi.render import PUBLIC, RenderedFile, render_inventory
 from upi.safefs import Tree
-from upi.staging import recover
+from upi.staging import Stager, recover
 from upi.writer import (
     Change,
     TreeUpdate,
@@ -73,11 +73,12 @@ class Transaction:
 
     def commit(self, files: list[RenderedFile] | None, *, record: dict[str, Installed] | None = None,
                force: bool = False, diff: bool = False, own: dict[str, str] | None = None,
-               published: Sequence[RenderedFile] = ()) -> TreeUpdate:
+               published: Sequence[RenderedFile] = (), stager: Stager | None = None) -> TreeUpdate:
         """Write `files` (None: keep the rendered files) and each record that changed, in one journal.
 
         `own`: the nodes that boot their own ignition (upi.ownignition), with
         `published`, their files under http/ (written in the same journal).
+        `stager`: the staging dir the render already fed (upi.staging.Stager).
         """
         from upi import ownignition
 
@@ -88,7 +89,7 @@ class Transaction:
         if own is not None and own != self.records.own:
             records += (ownignition.record_file(own),)
         return commit(self.tree, self.out, files, self.records.manifest, force=force, diff=diff,
-                      records=records)
+                      records=records, stager=stager)
 
     def write_manifest(self, manifest: RenderedFile) -> None:
         """manifest.json alone, rewritten in one journaled commit (`upi images` records its files)."""
@@ -150,8 +151,12 @@ def _kept_loaders(tree: Tree | None, previous: dict[str, str]) -> list[RenderedF
     return kept
 
 
-def build(inv: Inventory, out: Path, tree: Tree | None, records: Records, req: RenderRequest) -> Built:
-    """Render `inv` over DIR's `records`: installed nodes boot disk, staged images and loaders stay."""
+def build(inv: Inventory, out: Path, tree: Tree | None, records: Records, req: RenderRequest,
+          stager: Stager | None = None) -> Built:
+    """Render `inv` over DIR's `records`: installed nodes boot disk, staged images and loaders stay.
+
+    `stager`: fed the per-MAC boot files as soon as they are rendered (a first render).
+    """
     last = records.manifest
     kept, refused = manifest_files(last)
     # A later render without --bootloaders keeps the loaders an earlier one staged (upi.bootloaders).
@@ -166,7 +171,8 @@ def build(inv: Inventory, out: Path, tree: Tree | None, records: Records, req: R
     retire = bool(last.get("bootstrap_retired")) if req.retire_bootstrap is None else req.retire_bootstrap
     # RHCOS files staged by `upi images` stay, recorded as they were (not re-read: they are large).
     files = render_inventory(inv, extra, retire_bootstrap=retire, installed=done, images=records.images,
-                             own_ignition=own_nodes(inv, records.own))
+                             own_ignition=own_nodes(inv, records.own),
+                             sink=stager.feed if stager else None)
     notes = warnings(inv)  # the inventory's own (validate prints them too)
     if refused:
         notes.append(f"{out}/manifest.json names {len(refused)} path(s) outside it or unsafe "
@@ -193,13 +199,27 @@ def render_dir(inv: Inventory, out: Path, req: RenderRequest, *, diff: bool = Fa
                 tree.close()
         return RenderResult(out, update.changes, update.diff, written=False, warnings=built.notes,
                             installed=built.installed)
-    with transaction(out) as txn:
-        built = build(inv, out, txn.tree, txn.records, req)
-        update = txn.commit(built.files, record=built.record, force=force, diff=diff)
+    with transaction(out) as txn, _first_stager(txn) as stager:
+        built = build(inv, out, txn.tree, txn.records, req, stager)
+        update = txn.commit(built.files, record=built.record, force=force, diff=diff, stager=stager)
     for change in update.changes:
         log.debug("%s: %s", change.path, change.status)
     return RenderResult(out, update.changes, update.diff, written=True, warnings=built.notes,
                         installed=built.installed)
+
+
+@contextlib.contextmanager
+def _first_stager(txn: Transaction) -> Iterator[Stager | None]:
+    """On a first render (DIR has no manifest: every file is new), a Stager the render feeds.
+
+    A later render may change nothing, and then writes nothing: it stages
+    after planning, as before, rather than write 5,000 files to delete them.
+    """
+    if txn.records.manifest:
+        yield None
+        return
+    with Stager(txn.tree) as stager:
+        yield stager
 
 
 def render(inventory: Path, out: Path, *, diff: bool = False, force: bool = False,

@@ -268,8 +268,11 @@ class Tree:
             with contextlib.suppress(OSError):
                 os.close(self._dirs.pop(key))
 
-    def walk(self, rel: str = "") -> list[tuple[str, os.stat_result]]:
+    def walk(self, rel: str = "", *, skip: str | None = None) -> list[tuple[str, os.stat_result]]:
         """Every non-directory entry below `rel` (links included, never followed).
+
+        `skip`: entries directly below `rel` whose name starts with it are left
+        out, and not descended into.
 
         A tree nested deeper than MAX_COMPONENTS is refused (UnsafePath), not
         walked until the stack or the file descriptors run out.
@@ -278,14 +281,16 @@ class Tree:
         if dfd is None:
             return []
         found: list[tuple[str, os.stat_result]] = []
-        self._walk(dfd, rel, rel.count("/") + bool(rel), found)
+        self._walk(dfd, rel, rel.count("/") + bool(rel), found, skip)
         return found
 
-    def _walk(self, dfd: int, rel: str, depth: int, found: list[tuple[str, os.stat_result]]) -> None:
+    def _walk(self, dfd: int, rel: str, depth: int, found: list[tuple[str, os.stat_result]],
+              skip: str | None = None) -> None:
         if depth >= MAX_COMPONENTS:
             raise self._refuse(rel, f"nested more than {MAX_COMPONENTS} directories deep")
         with os.scandir(dfd) as entries:
-            names = [(e.name, e.stat(follow_symlinks=False)) for e in entries]
+            names = [(e.name, e.stat(follow_symlinks=False)) for e in entries
+                     if skip is None or not e.name.startswith(skip)]
         for name, st in sorted(names):
             child = f"{rel}/{name}" if rel else name
             if not stat.S_ISDIR(st.st_mode):

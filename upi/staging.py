@@ -9,12 +9,17 @@ the next write into DIR (recover). The caller holds DIR's lock (writer.locked).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
 import shutil
+import signal
 import stat
+import threading
+from collections.abc import Sequence
+from typing import NoReturn
 
 from upi.render import MANIFEST, RenderedFile
 from upi.safefs import Tree, UnsafePath, relpath, shown, syncfs, write_all
@@ -32,29 +37,158 @@ def stage(tree: Tree, files: list[RenderedFile], removed: list[str]) -> tuple[st
 
     The journal lists the renames (manifest.json last) and `removed`, the files to delete.
     """
-    name = STAGING_PREFIX + secrets.token_hex(8)
-    os.mkdir(name, 0o700, dir_fd=tree.fd)
-    try:
-        with Tree(tree.root / name, os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                                            dir_fd=tree.fd)) as staged:
+    with Stager(tree) as stager:
+        return stager.finish(files, removed)
+
+
+class Stager:
+    """A staging dir that fills while the render goes on: `feed` has a child process write files.
+
+    Creating 5,000 files is kernel work and rendering the rest of the tree is
+    Python work, so on a first render the two can overlap on two cores. A
+    thread cannot do it: it needs the GIL back after every open, write and
+    close, and waits up to the switch interval (5 ms) each time while the
+    render holds it. So `feed` forks (as git's and Redis's background writers
+    do): the child creates the files it was given with the same `Tree.create`
+    and exits; the render goes on in the parent. `finish` waits for the child
+    (its error, if any, raised here as an OSError), writes the files it was
+    not fed (or rewrites one the final list has otherwise), flushes the tree
+    and writes the journal, as `stage` does. A process running threads never
+    forks: `finish` then writes everything itself. Used as a context manager:
+    leaving it without `finish` (a render error, a refusal, nothing changed)
+    kills the child and removes the dir, so DIR is as it was.
+    """
+
+    def __init__(self, tree: Tree) -> None:
+        self.name = STAGING_PREFIX + secrets.token_hex(8)
+        os.mkdir(self.name, 0o700, dir_fd=tree.fd)
+        self._tree = tree
+        self._child: tuple[int, int, dict[str, RenderedFile]] | None = None  # pid, pipe, its files
+        self._written: dict[str, RenderedFile] = {}  # what the child created, once it has ended
+        self._done = False
+        try:
+            self._staged = Tree(tree.root / self.name, os.open(
+                self.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=tree.fd))
+        except BaseException:
+            _remove_staging(tree, self.name)
+            raise
+
+    def __enter__(self) -> Stager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._done:
+            self.discard()
+
+    def feed(self, files: Sequence[RenderedFile]) -> None:
+        """Have a child process create `files` in the staging dir while this one renders on (once)."""
+        if self._child is not None or self._written or threading.active_count() > 1:
+            return  # finish() writes them
+        read, write = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:  # no memory or no process slot for a child: finish() writes them
+            os.close(read)
+            os.close(write)
+            return
+        if pid == 0:
+            self._child_writes(files, read, write)
+        os.close(write)
+        self._child = (pid, read, {f.path: f for f in files})
+
+    def _child_writes(self, files: Sequence[RenderedFile], read: int, write: int) -> NoReturn:
+        """In the child: create `files`, hand the parent what went wrong, and leave without unwinding."""
+        code = 1
+        try:
+            os.close(read)
             for f in files:
-                staged.create(f.path, f.content, f.mode)
-            # One flush for the whole staged tree, not an fsync per file (5,000 journal commits).
-            syncfs(staged.fd)
-            journal = {"replace": sorted((f.path for f in files), key=lambda p: p == MANIFEST),
-                       "remove": removed}
-            fd = os.open(JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
-                         dir_fd=staged.fd)
-            try:
-                write_all(fd, json.dumps(journal).encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.fsync(staged.fd)
-    except BaseException:
-        _remove_staging(tree, name)
-        raise
-    return name, journal
+                self._staged.create(f.path, f.content, f.mode)
+            code = 0
+        except BaseException as exc:  # noqa: BLE001 - raised again in the parent (_join)
+            with contextlib.suppress(BaseException):
+                write_all(write, _pickled(exc))
+        finally:
+            os._exit(code)
+
+    def _join(self) -> None:
+        """Wait for the child: its files are then written, or what stopped it is raised here."""
+        if self._child is None:
+            return
+        pid, read, files = self._child
+        self._child = None
+        try:
+            with os.fdopen(read, "rb") as pipe:
+                said = pipe.read()
+            _, status = os.waitpid(pid, 0)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            raise
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise _unpickled(said)
+        self._written = files
+
+    def finish(self, files: list[RenderedFile], removed: list[str]) -> tuple[str, Journal]:
+        """Every file of `files` staged and flushed, the journal written: the dir's name and journal."""
+        self._join()
+        staged = self._staged
+        for path in self._written.keys() - {f.path for f in files}:  # fed, then left out
+            staged.unlink(path)
+        for f in files:
+            early = self._written.get(f.path)
+            if early is f or (early is not None and early.content == f.content and early.mode == f.mode):
+                continue
+            if early is not None:
+                staged.unlink(f.path)
+            staged.create(f.path, f.content, f.mode)
+        # One flush for the whole staged tree, not an fsync per file (5,000 journal commits).
+        syncfs(staged.fd)
+        journal = {"replace": sorted((f.path for f in files), key=lambda p: p == MANIFEST),
+                   "remove": removed}
+        fd = os.open(JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                     dir_fd=staged.fd)
+        try:
+            write_all(fd, json.dumps(journal).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.fsync(staged.fd)
+        staged.close()
+        self._done = True
+        return self.name, journal
+
+    def discard(self) -> None:
+        """Stop the child and remove the staging dir: nothing of it reaches DIR."""
+        self._done = True
+        if self._child is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self._child[0], signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                self._join()
+        self._staged.close()
+        _remove_staging(self._tree, self.name)
+
+
+def _pickled(exc: BaseException) -> bytes:
+    """`exc` for the parent (the same exception: its type, errno and message), or an OSError saying it."""
+    import pickle
+
+    try:
+        return pickle.dumps(exc)
+    except Exception:  # noqa: BLE001 - an exception that does not pickle is described instead
+        return pickle.dumps(OSError(getattr(exc, "errno", None) or 0, str(exc) or type(exc).__name__))
+
+
+def _unpickled(said: bytes) -> BaseException:
+    """What the child of this very process sent (_pickled): never data from elsewhere."""
+    import pickle
+
+    try:
+        exc = pickle.loads(said)  # noqa: S301 - written by our own fork, through a pipe only it holds
+    except Exception:  # noqa: BLE001 - killed mid-write, or nothing said
+        return OSError(0, "the staging writer ended early")
+    return exc if isinstance(exc, BaseException) else OSError(0, "the staging writer ended early")
 
 
 def roll_forward(tree: Tree, name: str, written: Journal | None = None) -> None:

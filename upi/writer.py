@@ -24,7 +24,7 @@ from typing import Any, Literal
 from upi.errors import RenderError, UpiError, UsageError
 from upi.render import MANIFEST, RenderedFile
 from upi.safefs import DIR_MODE, Tree, UnsafePath, relpath, shown
-from upi.staging import STAGING_PREFIX, recover, roll_forward, stage
+from upi.staging import STAGING_PREFIX, Stager, recover, roll_forward, stage
 
 Status = Literal["new", "changed", "unchanged", "removed"]
 # Paths other upi commands own inside a render dir (upi ignition stages http/;
@@ -128,7 +128,8 @@ def previous_files(out: Path) -> dict[str, str]:
 
 
 def _existing(tree: Tree) -> set[str]:
-    return {rel for rel, _ in tree.walk() if not rel.startswith(STAGING_PREFIX)}
+    # A staging dir (this write's, filling now, or one recover() left) is never walked.
+    return {rel for rel, _ in tree.walk(skip=STAGING_PREFIX)}
 
 
 def _plan(tree: Tree | None, files: list[RenderedFile], previous: dict[str, str]) -> list[Change]:
@@ -338,13 +339,17 @@ def preview(tree: Tree | None, files: list[RenderedFile], doc: dict[str, Any], *
 
 
 def commit(tree: Tree, out: Path, files: list[RenderedFile] | None, doc: dict[str, Any], *,
-           force: bool = False, diff: bool = False, records: tuple[RenderedFile, ...] = ()) -> TreeUpdate:
+           force: bool = False, diff: bool = False, records: tuple[RenderedFile, ...] = (),
+           stager: Stager | None = None) -> TreeUpdate:
     """With DIR locked (`tree`) and its manifest `doc` read under that lock: write `files` and `records`.
 
     `files` (None: leave the rendered files as they are) replace the last
     render's, manifest.json last; `records` (installed.json) are files other
     commands own, staged and renamed in the same journaled commit, so a kill
-    leaves the old set or the new one, records included.
+    leaves the old set or the new one, records included. `stager`: a
+    staging dir already filling with files fed during the render (a first
+    render); it is finished here, or, when nothing is written, left to its
+    owner to remove.
     """
     text: str | None = None
     changes: list[Change] = []
@@ -359,7 +364,8 @@ def commit(tree: Tree, out: Path, files: list[RenderedFile] | None, doc: dict[st
             removed = [c.path for c in changes if c.status == "removed"]
         if not records and all(c.status == "unchanged" for c in changes):
             return TreeUpdate(changes, text)
-        name, journal = stage(tree, [*records, *(files or [])], removed)
+        staged = [*records, *(files or [])]
+        name, journal = stager.finish(staged, removed) if stager else stage(tree, staged, removed)
     except OSError as exc:
         raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc}; "
                           "the files already there were left as they were") from None
