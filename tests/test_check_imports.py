@@ -7,6 +7,7 @@ pytest process holds whatever other tests imported.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,42 @@ def test_rendering_imports_no_download_stack() -> None:
     mods = imported_by("import upi.commands.render, upi.renderdir, upi.images.loaders")
     assert "upi" in mods
     assert not mods & {"ssl", "http"}, sorted(mods & {"ssl", "http"})
+
+
+def test_a_command_never_looks_for_pydantic_plugins() -> None:
+    """main() turns pydantic's plugin scan off (every installed package's entry points, read
+    when the first model is built) unless the environment already says otherwise."""
+    probe = """
+import importlib.metadata as md, json, os, sys
+groups = []
+_entry_points = md.entry_points
+def entry_points(**kw):
+    groups.append(kw.get("group"))
+    return _entry_points(**kw)
+md.entry_points = entry_points
+import pydantic.plugin._loader as loader
+loader.entry_points = entry_points
+os.environ.pop("PYDANTIC_DISABLE_PLUGINS", None) if sys.argv[1] == "unset" else None
+sys.argv = ["upi", "validate", sys.argv[2], "--json"]
+from upi.cli import main
+import upi.cli
+upi.cli._exit_now = lambda code: None
+try:
+    main()
+except SystemExit:
+    pass
+sys.stderr.write(json.dumps(groups))
+"""
+    from conftest import inventory_path
+
+    def groups(setting: str) -> list[str]:
+        env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+        if setting != "unset":
+            env["PYDANTIC_DISABLE_PLUGINS"] = setting
+        proc = subprocess.run([sys.executable, "-c", probe, "unset" if setting == "unset" else "set",
+                               str(inventory_path("dgxpod"))], cwd=ROOT, capture_output=True,
+                              text=True, check=True, env=env)
+        return json.loads(proc.stderr.splitlines()[-1])
+
+    assert "pydantic" not in groups("unset")
+    assert "pydantic" in groups("some-plugin")  # an explicit setting is the user's: kept

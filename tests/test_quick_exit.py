@@ -42,3 +42,20 @@ def test_an_error_still_exits_2_with_its_message(tmp_path: Path) -> None:
     bad.write_text("cluster: [\n")
     done = _upi("validate", str(bad))
     assert done.returncode == 2 and "YAML syntax error" in done.stderr
+
+
+def test_a_failed_check_still_prints_its_report_and_exits_1() -> None:
+    """`upi check` ends without teardown too (its pools joined): the whole report, and exit 1."""
+    import socket
+
+    inv = inventory_path("dgxpod")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:  # bound, never answering
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        done = _upi("check", "dns", str(inv), "--server", "127.0.0.1", "--port", str(port),
+                    "--timeout", "0.3", "--retries", "0", "--json")
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)  # block-buffered: lost entirely if the exit skipped the flush
+    assert doc["counts"]["fail"] == len(doc["checks"]) >= 1
+    assert f"127.0.0.1:{port}" in doc["checks"][0]["check"]
+    assert "checks failed" in done.stderr

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import threading
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 
+from upi import console
 from upi.cli.base import InventoryArg, JsonOpt, duration_option, output_dir, sub_app
 
 check_app = sub_app(
@@ -69,6 +71,9 @@ def _check(area: Literal["dns", "lb", "http", "tftp", "relay", "all"], inventory
 
     report = run_checks(area, inventory, CheckOptions(**opts))
     show(report, as_json=as_json)
+    if all(t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        # The probes' pools are joined; a cancelled watchdog timer may still be winding down.
+        console.finished()
     if report.failed:
         raise CheckFailed(f"{report.failed} of {len(report.results)} checks failed")
 
