@@ -146,6 +146,27 @@ def test_a_process_running_threads_never_forks(tmp_path: Path) -> None:
     assert len(tree_of(tmp_path / "out")) == 50
 
 
+def test_no_process_slot_for_a_child_means_finish_writes_it_all(tmp_path: Path) -> None:
+    """fork() failing (EAGAIN: a cgroup's pids.max, ENOMEM) is no error: the files are written here."""
+    doc = run(tmp_path, """
+        import errno
+        def no_fork():
+            raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+        os.fork = no_fork
+        fed = [RenderedFile(f"f/{i}", f"{i}\\n".encode(), 0o640) for i in range(20)]
+        before = len(os.listdir("/proc/self/fd"))
+        with Stager(tree) as stager:
+            stager.feed(fed)
+            name, journal = stager.finish(fed, [])
+        after = len(os.listdir("/proc/self/fd"))
+        roll_forward(tree, name, journal)
+        print(json.dumps({"fds": [before, after]}))
+    """)
+    assert doc["fds"][0] == doc["fds"][1]  # the pipe made for the child is closed again
+    got = tree_of(tmp_path / "out")
+    assert got == {f"f/{i}": (f"{i}\n", 0o640) for i in range(20)}
+
+
 @pytest.mark.parametrize("nodes", [3, 300])
 def test_a_first_render_by_the_command_equals_one_written_without_the_child(
         tmp_path: Path, nodes: int) -> None:

@@ -82,7 +82,8 @@ class Stager:
 
     def feed(self, files: Sequence[RenderedFile]) -> None:
         """Have a child process create `files` in the staging dir while this one renders on (once)."""
-        if self._child is not None or self._written or threading.active_count() > 1:
+        if self._child is not None or self._written or threading.active_count() > 1 \
+                or not hasattr(os, "fork"):
             return  # finish() writes them
         read, write = os.pipe()
         try:
