@@ -47,16 +47,17 @@ class Stager:
     Creating 5,000 files is kernel work and rendering the rest of the tree is
     Python work, so on a first render the two can overlap on two cores. A
     thread cannot do it: it needs the GIL back after every open, write and
-    close, and waits up to the switch interval (5 ms) each time while the
-    render holds it. So `feed` forks (as git's and Redis's background writers
-    do): the child creates the files it was given with the same `Tree.create`
-    and exits; the render goes on in the parent. `finish` waits for the child
-    (its error, if any, raised here as an OSError), writes the files it was
-    not fed (or rewrites one the final list has otherwise), flushes the tree
-    and writes the journal, as `stage` does. A process running threads never
-    forks: `finish` then writes everything itself. Used as a context manager:
-    leaving it without `finish` (a render error, a refusal, nothing changed)
-    kills the child and removes the dir, so DIR is as it was.
+    close, and waits up to the switch interval (5 ms) each time the render
+    holds it. So `feed` forks (as Redis's background save does): the child
+    creates the files it was given with the same `Tree.create` and exits,
+    and the render goes on in the parent. `finish` waits for the child (what
+    stopped it, if anything, is raised here: the same exception), writes the
+    files it was not fed (or rewrites one the final list has otherwise),
+    flushes the tree and writes the journal, as `stage` does. A process
+    running threads never forks: `finish` then writes everything itself.
+    Used as a context manager: leaving it without `finish` (a render error,
+    a refusal, nothing changed) kills the child and removes the dir, so DIR
+    is as it was.
     """
 
     def __init__(self, tree: Tree) -> None:
@@ -115,7 +116,16 @@ class Stager:
         """Wait for the child: its files are then written, or what stopped it is raised here."""
         if self._child is None:
             return
-        pid, read, files = self._child
+        files = self._child[2]
+        status, said = self._reap()
+        if status != 0:
+            raise _unpickled(said)
+        self._written = files
+
+    def _reap(self) -> tuple[int, bytes]:
+        """The child's exit code and what it said, once it has ended (never a zombie left)."""
+        assert self._child is not None  # noqa: S101 - the callers check
+        pid, read, _ = self._child
         self._child = None
         try:
             with os.fdopen(read, "rb") as pipe:
@@ -126,9 +136,7 @@ class Stager:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
             raise
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise _unpickled(said)
-        self._written = files
+        return os.waitstatus_to_exitcode(status), said
 
     def finish(self, files: list[RenderedFile], removed: list[str]) -> tuple[str, Journal]:
         """Every file of `files` staged and flushed, the journal written: the dir's name and journal."""
@@ -165,8 +173,7 @@ class Stager:
         if self._child is not None:
             with contextlib.suppress(OSError):
                 os.kill(self._child[0], signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                self._join()
+            self._reap()  # what it said no longer matters: the error on its way out is the parent's
         self._staged.close()
         _remove_staging(self._tree, self.name)
 
