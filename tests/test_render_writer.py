@@ -96,6 +96,26 @@ def test_a_removed_nodes_pxe_file_is_removed(runner, tmp_path: Path) -> None:
     assert "tftp/grub.cfg-01-b8-ce-f6-10-33-44" not in manifest["files"]
 
 
+def test_a_rerender_writes_only_what_changed_and_ends_equal_to_a_fresh_render(
+        runner, tmp_path: Path) -> None:
+    """An unchanged file (same bytes, same mode) keeps its inode; a changed one is replaced."""
+    inv, out = _copy(tmp_path), tmp_path / "out"
+    assert _render(runner, inv, out).exit_code == 0
+    before = {p.relative_to(out).as_posix(): p.stat().st_ino for p in out.rglob("*") if p.is_file()}
+    inv.write_text(inv.read_text().replace("10.33.3.46,", "10.33.3.47,"))  # worker-1 moves
+    result = _render(runner, inv, out)
+    assert result.exit_code == 0, result.output
+    changed = {line.split()[0] for line in result.output.splitlines() if line.endswith(" changed")}
+    assert {"hosts", "dnsmasq/dns.conf", "manifest.json"} <= changed
+    after = {p.relative_to(out).as_posix(): p.stat().st_ino for p in out.rglob("*") if p.is_file()}
+    kept = {p for p in after if after[p] == before.get(p)}
+    assert kept == set(before) - changed - {"installed.json"}, sorted(set(before) - changed - kept)
+    fresh = tmp_path / "fresh"
+    assert _render(runner, inv, fresh).exit_code == 0
+    assert _snapshot(out) == _snapshot(fresh)
+    assert not [p for p in out.iterdir() if p.name.startswith(".upi-staging-")]
+
+
 def test_a_directory_with_foreign_files_is_refused_without_force(runner, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()

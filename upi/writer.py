@@ -344,7 +344,8 @@ def commit(tree: Tree, out: Path, files: list[RenderedFile] | None, doc: dict[st
     """With DIR locked (`tree`) and its manifest `doc` read under that lock: write `files` and `records`.
 
     `files` (None: leave the rendered files as they are) replace the last
-    render's, manifest.json last; `records` (installed.json) are files other
+    render's, manifest.json last (those the plan finds unchanged are left in
+    place, not written again); `records` (installed.json) are files other
     commands own, staged and renamed in the same journaled commit, so a kill
     leaves the old set or the new one, records included. `stager`: a
     staging dir already filling with files fed during the render (a first
@@ -364,7 +365,10 @@ def commit(tree: Tree, out: Path, files: list[RenderedFile] | None, doc: dict[st
             removed = [c.path for c in changes if c.status == "removed"]
         if not records and all(c.status == "unchanged" for c in changes):
             return TreeUpdate(changes, text)
-        staged = [*records, *(files or [])]
+        # A file the plan found unchanged (same bytes, same mode) stays as it is: a day-2
+        # render of 5,000 nodes that changes a few files stages those few, not 5,000.
+        unchanged = {c.path for c in changes if c.status == "unchanged"}
+        staged = [*records, *(f for f in files or () if f.path not in unchanged)]
         name, journal = stager.finish(staged, removed) if stager else stage(tree, staged, removed)
     except OSError as exc:
         raise RenderError(f"cannot write {shown(out)}: {exc.strerror or exc}; "
