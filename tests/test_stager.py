@@ -130,12 +130,11 @@ def test_leaving_without_finish_kills_the_child_and_removes_the_dir(tmp_path: Pa
 def test_the_parents_own_error_wins_over_the_childs(tmp_path: Path) -> None:
     """A render that fails after a child that failed too: the render's error is the one raised."""
     doc = run(tmp_path, """
-        import time
         fed = [RenderedFile("a", b"file\\n", 0o644), RenderedFile("a/b", b"under a file\\n", 0o644)]
         try:
             with Stager(tree) as stager:
                 stager.feed(fed)
-                time.sleep(0.5)  # the child has failed by now
+                os.waitid(os.P_PID, forks[0], os.WEXITED | os.WNOWAIT)  # it has failed (not reaped)
                 raise RuntimeError("the render failed")
         except BaseException as exc:
             raised = type(exc).__name__
