@@ -85,21 +85,32 @@ def test_child_writes_what_it_was_fed_and_finish_the_rest(tmp_path: Path) -> Non
     assert not [n for n in doc["left"] if n.startswith(STAGING_PREFIX)]
 
 
-def test_what_stops_the_child_is_raised_in_the_parent_and_nothing_is_left(tmp_path: Path) -> None:
-    """A file where the next path needs a directory: the child's own error, raised by finish."""
-    doc = run(tmp_path, """
-        fed = [RenderedFile("a", b"file\\n", 0o644), RenderedFile("a/b", b"under a file\\n", 0o644)]
-        try:
-            with Stager(tree) as stager:
-                stager.feed(fed)
-                stager.finish(fed, [])
-        except Exception as exc:
-            raised = [type(exc).__name__, str(exc)]
-        print(json.dumps({"forked": len(forks), "raised": raised, "left": os.listdir(out)}))
-    """)
+# The child fails on its second file: "a" is a file where "a/b" needs a directory.
+CHILD_FAILS = """
+fed = [RenderedFile("a", b"file\\n", 0o644), RenderedFile("a/b", b"under a file\\n", 0o644)]
+try:
+    with Stager(tree) as stager:
+        stager.feed(fed)
+        ENDING
+except BaseException as exc:
+    raised = [type(exc).__name__, str(exc)]
+print(json.dumps({"forked": len(forks), "raised": raised, "left": os.listdir(out)}))
+"""
+
+
+@pytest.mark.parametrize(("ending", "raised", "says"), [
+    # finish() raises what stopped the child, its type kept (Tree.create's UnsafePath).
+    ("stager.finish(fed, [])", "UnsafePath", "not a directory"),
+    # A render that fails after the child failed: the render's error is the one raised.
+    ("os.waitid(os.P_PID, forks[0], os.WEXITED | os.WNOWAIT); raise RuntimeError('the render failed')",
+     "RuntimeError", "the render failed"),
+])
+def test_a_failed_child_leaves_nothing_and_the_right_error_is_raised(
+        tmp_path: Path, ending: str, raised: str, says: str) -> None:
+    doc = run(tmp_path, CHILD_FAILS.replace("ENDING", ending))
     assert doc["forked"] == 1
-    assert doc["raised"][0] == "UnsafePath", doc  # the type Tree.create raised in the child
-    assert "not a directory" in doc["raised"][1]
+    assert doc["raised"][0] == raised, doc
+    assert says in doc["raised"][1]
     assert doc["left"] == []
 
 
@@ -125,22 +136,6 @@ def test_leaving_without_finish_kills_the_child_and_removes_the_dir(tmp_path: Pa
     assert doc["forked"] == 1
     assert doc["left"] == ["keep.txt"]
     assert doc["zombie"] is False
-
-
-def test_the_parents_own_error_wins_over_the_childs(tmp_path: Path) -> None:
-    """A render that fails after a child that failed too: the render's error is the one raised."""
-    doc = run(tmp_path, """
-        fed = [RenderedFile("a", b"file\\n", 0o644), RenderedFile("a/b", b"under a file\\n", 0o644)]
-        try:
-            with Stager(tree) as stager:
-                stager.feed(fed)
-                os.waitid(os.P_PID, forks[0], os.WEXITED | os.WNOWAIT)  # it has failed (not reaped)
-                raise RuntimeError("the render failed")
-        except BaseException as exc:
-            raised = type(exc).__name__
-        print(json.dumps({"forked": len(forks), "raised": raised, "left": os.listdir(out)}))
-    """)
-    assert doc == {"forked": 1, "raised": "RuntimeError", "left": []}
 
 
 def test_a_process_running_threads_never_forks(tmp_path: Path) -> None:
