@@ -27,6 +27,17 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
 
 
+def shown_name(name: str) -> str:
+    """A node name from the command line for a message: as typed, or quoted and cut short.
+
+    Quoted when it does not read as a name: empty, or holding a newline that
+    would split the one-line error.
+    """
+    if name and name.isprintable() and name.isascii() and len(name) <= 63 and " " not in name:
+        return name
+    return repr(name[:60] + "..." if len(name) > 60 else name)
+
+
 def plain(value: object) -> Any:
     """A rich Text of `value`: shown as written, never read as markup (`[bold]`), no raw escapes."""
     from rich.text import Text

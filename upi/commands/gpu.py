@@ -14,7 +14,6 @@ from upi.gpu.flow import GpuReport, check_pace, run_gpu
 from upi.gpu.kube import Kube
 from upi.gpu.steps import Clock, Reporter
 from upi.inventory import Inventory, load_inventory
-from upi.inventory.types import shown_name
 
 COLUMNS = ["node", "label", "product", "GPUs expected/allocatable", "driver", "validation", "seconds",
            "DCGM", "metrics"]
@@ -40,7 +39,7 @@ def gpu_command(inventory: Path, *, kubeconfig: Path | None, assets: Path | None
 def gpu_nodes_named(inv: Inventory, names: Sequence[str]) -> frozenset[str]:
     """--node values: each a `gpu: true` node of the inventory (exit 2 naming the others)."""
     gpu = [n.name for n in inv.nodes if n.gpu]
-    wrong = [shown_name(n) for n in dict.fromkeys(names) if n not in gpu]
+    wrong = [console.shown_name(n) for n in dict.fromkeys(names) if n not in gpu]
     if wrong:
         raise UsageError(f"--node {', '.join(wrong)}: not a gpu: true node of {inv.source} "
                          f"(GPU nodes: {', '.join(gpu)})")

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from upi.console import shown_name
 from upi.errors import ClusterError, UsageError
 from upi.inventory.model import Inventory, Machine, Role
-from upi.inventory.types import shown_name
 
 Say = Callable[[str], None]
 CONTROL_PLANE = ("replacing a control-plane node is another procedure (OpenShift docs: "

@@ -280,13 +280,12 @@ def test_account_objects(inv: Inventory) -> list[Obj]:
     from upi.inventory.rdma import operator_settings
 
     ns = operator_settings(inv).bandwidth.namespace
-    labels = MANAGED_BY
     return [
         own_namespace(ns),
         {"apiVersion": "v1", "kind": "ServiceAccount",
-         "metadata": {"name": TEST_ACCOUNT, "namespace": ns, "labels": labels}},
+         "metadata": {"name": TEST_ACCOUNT, "namespace": ns, "labels": dict(MANAGED_BY)}},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": f"{TEST_ACCOUNT}-scc-privileged", "namespace": ns, "labels": labels},
+         "metadata": {"name": f"{TEST_ACCOUNT}-scc-privileged", "namespace": ns, "labels": dict(MANAGED_BY)},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SCC_ROLE},
          "subjects": [{"kind": "ServiceAccount", "name": TEST_ACCOUNT, "namespace": ns}]},
     ]

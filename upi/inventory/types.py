@@ -68,17 +68,6 @@ def _shown(value: object) -> str:
 shown = _shown  # for the rules modules: a value as an error may show it
 
 
-def shown_name(name: str) -> str:
-    """A node name from the command line for a message: as typed, or quoted and cut short.
-
-    Quoted when it does not read as a name: empty, or holding a newline that
-    would split the one-line error.
-    """
-    if name and name.isprintable() and name.isascii() and len(name) <= 63 and " " not in name:
-        return name
-    return repr(name[:60] + "..." if len(name) > 60 else name)
-
-
 def _fullmatch(pattern: re.Pattern[str], value: str) -> bool:
     return value.isascii() and pattern.fullmatch(value) is not None
 
