@@ -142,11 +142,28 @@ def test_ctrl_c_stops_everything_and_a_rerun_resumes_at_install_complete(
     # A new session, so that SIGINT reaches upi and the installer together, as Ctrl-C does.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=sigint_default)
+    # Ctrl-C once upi has printed the installer's waiting line (its stage's detail is set by
+    # then), not once the installer's log has it: upi reads the installer's output on its own
+    # time, and an interrupt before that line was read names no step.
+    seen: list[str] = []
+
+    def read_stdout() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+
+    reader = threading.Thread(target=read_stdout, daemon=True)
+    reader.start()
     try:
-        until(lambda: "to initialize" in installer_log(assets), "install-complete to start",
-              proc=proc)
+        until(lambda: proc.poll() is not None or any("to initialize" in line for line in seen),
+              "upi to print the installer's waiting line")
+        assert proc.poll() is None, "".join(seen) + (proc.stderr.read() if proc.stderr else "")
         os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        proc.wait(timeout=60)
+        reader.join(timeout=60)
+        out = "".join(seen)
     finally:
         if proc.poll() is None:
             proc.kill()
